@@ -1,0 +1,1 @@
+"""layoutbench's machinery: export cache, Vulkan lowering, metrics, validator, records, CLI."""

@@ -1,0 +1,160 @@
+"""The ``layoutbench`` command line.
+
+stdout carries only the result (table, JSON or CSV) so it can be piped; progress and logs
+go to stderr. ExecuTorch's and torch's warnings are silenced unless ``--verbose``.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import warnings
+
+PROGRAM = "layoutbench"
+TABLE_COLUMNS = (
+    "status",
+    "transitions",
+    "transition_bytes",
+    "delegate_memory_bytes",
+    "transition_memory_bytes",
+    "partitions",
+    "ops_outside_delegate",
+    "pass_seconds",
+)
+
+
+def _quiet_libraries(verbose: bool) -> None:
+    """Silence library chatter before those libraries are imported."""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+        return
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description="Compare tensor layout strategies of ExecuTorch backends on a model zoo.",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show library warnings and logs")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    listing = commands.add_parser("list", help="list models, zoos, strategies or targets")
+    listing.add_argument("what", choices=("models", "zoos", "strategies", "targets"))
+    listing.add_argument("--zoo", help="only the models of this zoo")
+
+    compare = commands.add_parser("compare", help="lower models with strategies and compare")
+    chosen = compare.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--models", help="comma-separated model names (timm:<name>, <name>.unfused ...)")
+    chosen.add_argument("--zoo", help="a zoo: quick or full")
+    compare.add_argument("--strategies", default="all", help="comma-separated names, package.module:Class, or all")
+    compare.add_argument("--target", default="vulkan", help="target backend (default: vulkan)")
+    compare.add_argument("--out", default="results", help="results directory (JSON Lines, resumable)")
+    compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    compare.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
+    return parser
+
+
+def _list(args) -> int:
+    import models
+    import strategies
+    from harness.sweep import TARGETS
+
+    if args.what == "models":
+        names = models.list_models(zoo=args.zoo) if args.zoo else models.list_models()
+    elif args.what == "zoos":
+        names = models.list_zoos()
+    elif args.what == "strategies":
+        names = strategies.list_strategies()
+    else:
+        names = list(TARGETS)
+    print("\n".join(names))
+    return 0
+
+
+class _RichProgress:
+    """Sweep progress on stderr: a bar over model x strategy with the current stage."""
+
+    def __init__(self, total: int):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=False,
+        )
+        self._task = self._progress.add_task("starting", total=total)
+
+    def __enter__(self):
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._progress.__exit__(*exc)
+
+    def stage(self, text: str) -> None:
+        self._progress.update(self._task, description=text)
+
+    def advance(self, steps: int = 1) -> None:
+        self._progress.advance(self._task, steps)
+
+
+def _render(records: list[dict], output_format: str) -> str:
+    import pandas as pd
+
+    if output_format == "json":
+        return json.dumps(records, indent=1, default=str)
+    frame = pd.DataFrame(records)
+    if output_format == "csv":
+        return frame.to_csv(index=False)
+    table = frame.set_index(["model", "strategy"])[list(TABLE_COLUMNS)]
+    return table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
+
+
+def _compare(args) -> int:
+    import models
+    import strategies
+    from harness.records import IDENTITY_KEYS, RecordStore, latest
+    from harness.sweep import check_target, run_sweep
+
+    model_names = models.resolve_models(args.models, args.zoo)
+    strategy_names = strategies.resolve_strategies(args.strategies)
+    target = check_target(args.target)
+    store = RecordStore(args.out)
+    with _RichProgress(len(model_names) * len(strategy_names)) as progress:
+        run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh)
+
+    wanted = {(m, s, target) for m in model_names for s in strategy_names}
+    records = [
+        r for r in latest(store.read()) if tuple(r[k] for k in IDENTITY_KEYS) in wanted
+    ]
+    order = {key: i for i, key in enumerate((m, s, target) for m in model_names for s in strategy_names)}
+    records.sort(key=lambda r: order[tuple(r[k] for k in IDENTITY_KEYS)])
+    print(_render(records, args.format))
+    failed = [r for r in records if r["status"] == "failed"]
+    for record in failed:
+        print(f"{PROGRAM}: {record['model']} / {record['strategy']}: {record['reason']}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(records)} records in {store.path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _quiet_libraries(args.verbose)
+    from harness.errors import LayoutbenchError
+
+    try:
+        return _list(args) if args.command == "list" else _compare(args)
+    except LayoutbenchError as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROGRAM}: interrupted; finished records are kept, re-run to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""torch.export with a disk cache keyed by model, input shapes, versions and zoo source."""
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import torch
+
+import models
+from harness.errors import ModelExportError
+from harness.provenance import provenance
+
+MODELS_DIR = Path(models.__file__).resolve().parent
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench"
+    return Path(root) / "exports"
+
+
+@functools.cache
+def _zoo_source_digest() -> str:
+    """Changes whenever a model definition in models/ changes, invalidating its exports."""
+    digest = hashlib.sha256()
+    for path in sorted(MODELS_DIR.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_key(spec: models.ModelSpec) -> str:
+    facts = provenance()
+    key = json.dumps(
+        [spec.name, spec.input_shapes, facts["torch_version"], facts["executorch_version"],
+         facts["timm_version"], _zoo_source_digest()]
+    )
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _describe_failure(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def export_model(spec: models.ModelSpec) -> torch.export.ExportedProgram:
+    """The exported program for a model spec, from the cache when it is there."""
+    path = cache_dir() / f"{cache_key(spec)}.pt2"
+    if not path.exists():
+        _export_to(spec, path)
+    # Always the program as loaded back: a fresh export and a loaded one differ in
+    # details that move ET-VK's memory planning, and results must not depend on
+    # whether the cache was warm.
+    return torch.export.load(path)
+
+
+def _export_to(spec: models.ModelSpec, path: Path) -> None:
+    try:
+        exported = torch.export.export(spec.module, spec.example_inputs)
+    except Exception as error:  # torch.export raises many unrelated types
+        raise ModelExportError(
+            f"model '{spec.name}' failed to export: {_describe_failure(error)}"
+        ) from error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    torch.export.save(exported, partial)
+    partial.replace(path)

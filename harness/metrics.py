@@ -1,0 +1,190 @@
+"""What a strategy did to one model: transitions, the bytes they move, delegate memory.
+
+Transitions are the ``clone`` nodes the layout pass added: clones whose names were not in
+the partition's graph before the pass (a model's own clones were). Memory comes from the
+values ``VkGraphBuilder`` serialized, i.e. what the ET-VK runtime allocates.
+"""
+
+import math
+import operator
+from dataclasses import dataclass
+
+import executorch.backends.vulkan.utils as vk_utils
+import torch
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
+    VkDataType,
+    VkMemoryLayout,
+    VkStorageType,
+    VkTensor,
+)
+from executorch.exir.dialects._ops import ops as exir_ops
+
+from harness.vulkan_lowering import LoweredPartition, LoweredProgram
+
+TEXELS_PER_COMPONENT = 4  # an RGBA texel holds four elements along the packed dim
+
+_VK_DTYPE_BYTES = {
+    VkDataType.BOOL: 1,
+    VkDataType.UINT8: 1,
+    VkDataType.INT8: 1,
+    VkDataType.INT32: 4,
+    VkDataType.FLOAT16: 2,
+    VkDataType.FLOAT32: 4,
+    VkDataType.FLOAT64: 8,
+    VkDataType.INT64: 8,
+}
+
+
+def tensor_bytes(
+    dims, element_bytes: int, storage: VkStorageType, layout: VkMemoryLayout
+) -> int:
+    """Bytes of a tensor in a representation; textures round the packed dim up to 4."""
+    if storage == VkStorageType.BUFFER:
+        return math.prod(dims) * element_bytes
+    extents = vk_utils.required_image_extents(torch.Size(dims), layout)
+    return math.prod(extents) * TEXELS_PER_COMPONENT * element_bytes
+
+
+def repr_name(representation: vk_utils.TensorRepr) -> str:
+    """E.g. ``TEXTURE_3D/CHANNELS_PACKED``."""
+    layout = representation.memory_layout.name.removeprefix("TENSOR_")
+    return f"{representation.storage_type.name}/{layout}"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One clone the layout pass inserted."""
+
+    partition: int
+    node: str
+    source: str
+    consumers: tuple[str, ...]
+    before: str
+    after: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+
+
+def is_transition(node: torch.fx.Node, prefix_node_names: frozenset) -> bool:
+    return (
+        node.op == "call_function"
+        and node.target == exir_ops.edge.aten.clone.default
+        and node.name not in prefix_node_names
+    )
+
+
+def _source_repr(source: torch.fx.Node) -> vk_utils.TensorRepr:
+    representation = vk_utils.get_node_repr(source)
+    if isinstance(representation, list):  # a getitem's source keeps one repr per output
+        representation = representation[0]
+    return representation
+
+
+def partition_transitions(index: int, partition: LoweredPartition) -> list[Transition]:
+    found = []
+    for node in partition.program.graph.nodes:
+        if not is_transition(node, partition.prefix_node_names):
+            continue
+        source = node.args[0]
+        after = vk_utils.get_node_repr(node)
+        val = node.meta["val"]
+        element_bytes = val.element_size()
+        found.append(
+            Transition(
+                partition=index,
+                node=node.name,
+                source=source.name,
+                consumers=tuple(u.name for u in node.users),
+                before=repr_name(_source_repr(source)),
+                after=repr_name(after),
+                shape=tuple(val.shape),
+                dtype=str(val.dtype).removeprefix("torch."),
+                bytes=tensor_bytes(
+                    list(val.shape), element_bytes, after.storage_type, after.memory_layout
+                ),
+            )
+        )
+    return found
+
+
+def transitions(lowered: LoweredProgram) -> list[Transition]:
+    """Every transition of every partition, in graph order."""
+    return [
+        t for i, p in enumerate(lowered.partitions) for t in partition_transitions(i, p)
+    ]
+
+
+def _serialized_tensors(partition: LoweredPartition) -> dict[int, VkTensor]:
+    """Non-constant tensor values of the serialized graph, by value id."""
+    return {
+        value_id: value.value
+        for value_id, value in enumerate(partition.builder.values)
+        if isinstance(value.value, VkTensor) and value.value.constant_id < 0
+    }
+
+
+def _allocation_bytes(tensor: VkTensor) -> int:
+    storage, layout = tensor.storage_type, tensor.memory_layout
+    # DEFAULT_* means "the graph's default", which preprocess sets to width-packed texture.
+    if storage == VkStorageType.DEFAULT_STORAGE:
+        storage = VkStorageType.TEXTURE_3D
+    if layout == VkMemoryLayout.DEFAULT_LAYOUT:
+        layout = VkMemoryLayout.TENSOR_WIDTH_PACKED
+    return tensor_bytes(tensor.dims, _VK_DTYPE_BYTES[tensor.datatype], storage, layout)
+
+
+def _memory_bytes(tensors: dict[int, VkTensor], excluded: set[int]) -> int:
+    """Shared memory objects at the size of their largest tensor, others individually."""
+    shared: dict[int, int] = {}
+    own = 0
+    for value_id, tensor in tensors.items():
+        size = 0 if value_id in excluded else _allocation_bytes(tensor)
+        if tensor.mem_obj_id >= 0:
+            shared[tensor.mem_obj_id] = max(shared.get(tensor.mem_obj_id, 0), size)
+        else:
+            own += size
+    return own + sum(shared.values())
+
+
+@dataclass(frozen=True)
+class DelegateMemory:
+    total_bytes: int
+    transition_bytes: int  # what the total would shrink by if transitions took no memory
+
+
+def delegate_memory(lowered: LoweredProgram) -> DelegateMemory:
+    total = without_transitions = 0
+    for partition in lowered.partitions:
+        tensors = _serialized_tensors(partition)
+        transition_ids = {
+            value_id
+            for node, value_id in partition.builder.node_to_value_ids.items()
+            if isinstance(value_id, int) and is_transition(node, partition.prefix_node_names)
+        }
+        total += _memory_bytes(tensors, set())
+        without_transitions += _memory_bytes(tensors, transition_ids)
+    return DelegateMemory(total, total - without_transitions)
+
+
+def delegate_op_count(lowered: LoweredProgram) -> int:
+    """Operators dispatched inside the delegates (transitions included)."""
+    return sum(
+        1
+        for p in lowered.partitions
+        for n in p.program.graph.nodes
+        if n.op == "call_function" and n.target != operator.getitem
+    )
+
+
+def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
+    """Operators the partitioner left on the CPU, by target name."""
+    graph = lowered.lowering.edge_manager.exported_program().graph
+    outside = []
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target == operator.getitem:
+            continue
+        name = getattr(node.target, "__name__", str(node.target))
+        if "executorch_call_delegate" not in name:
+            outside.append(name)
+    return outside

@@ -1,0 +1,257 @@
+"""ET-VK lowering with a layout strategy plugged in, sharing everything before the layout pass.
+
+ExecuTorch's ``VulkanBackend.preprocess`` runs a fixed pipeline for each delegated
+partition: fusion passes, SpecPropPass, prepacking, **TagMemoryMetaPass**, memory planning,
+``VkGraphBuilder`` and serialization. It has no hook for the layout pass, so we run that
+very function with three names of its module substituted for the length of one call:
+
+- ``TagMemoryMetaPass`` builds the strategy's pass (a subclass) with the same arguments;
+- ``apply_passes`` records the program handed to the layout pass (the shared *prefix*),
+  or, when replaying, hands over a copy of a recorded prefix instead of recomputing it;
+- ``VkGraphBuilder`` is kept, so metrics can map graph nodes to serialized values.
+
+Everything else is ExecuTorch's code path, so the payload a strategy produces is exactly
+what ExecuTorch would serialize with that pass. The model is exported, converted to edge
+and partitioned once (:class:`VulkanLowering`); each strategy then costs only the layout
+pass and what follows it (:meth:`VulkanLowering.lower`).
+"""
+
+import contextlib
+import copy
+import time
+from dataclasses import dataclass, field
+
+import executorch.backends.vulkan.vulkan_preprocess as vulkan_preprocess
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from executorch.exir.backend.backend_details import PreprocessResult
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+from torch.export import ExportedProgram
+
+from harness.errors import LoweringError
+
+_REAL_APPLY_PASSES = vulkan_preprocess.apply_passes
+_REAL_GRAPH_BUILDER = vulkan_preprocess.VkGraphBuilder
+_REAL_LAYOUT_PASS = vulkan_preprocess.TagMemoryMetaPass
+
+
+@dataclass
+class PartitionPrefix:
+    """One delegated partition as it stands right before the layout pass."""
+
+    program: ExportedProgram
+    compile_specs: list
+    node_names: frozenset[str]
+    reference_payload: bytes  # identifies the partition's lowered module in the edge program
+
+
+@dataclass
+class LoweredPartition:
+    """One partition finished by a strategy: tagged, planned and serialized."""
+
+    program: ExportedProgram
+    layout_pass: TagMemoryMetaPass
+    builder: object  # the VkGraphBuilder that serialized ``program``
+    result: PreprocessResult
+    prefix_node_names: frozenset[str]
+    pass_seconds: float
+
+    @property
+    def texture_limits(self):
+        return self.layout_pass.texture_limits
+
+
+def independent_copy(program: ExportedProgram) -> ExportedProgram:
+    """A deep copy whose nodes share no TensorSpec with ``program``.
+
+    ``copy.deepcopy`` of a graph copies each node's ``meta`` dict shallowly, so the copy's
+    TensorSpecs would be the original's; the layout pass and memory planning write onto
+    them (representation, lifetime, memory ids), which would leak from one strategy into
+    the next. One memo keeps specs that nodes share (aliases) shared in the copy.
+    """
+    duplicate = copy.deepcopy(program)
+    memo: dict = {}
+    for node in duplicate.graph.nodes:
+        if "spec" in node.meta:
+            node.meta["spec"] = copy.deepcopy(node.meta["spec"], memo)
+    return duplicate
+
+
+class _PreprocessRun:
+    """The substitutions for one ``VulkanBackend.preprocess`` call, and what it observed."""
+
+    def __init__(self, layout_pass_cls: type, prefix: ExportedProgram | None = None):
+        self.layout_pass_cls = layout_pass_cls
+        self.prefix = prefix
+        self.recorded_prefix: ExportedProgram | None = None
+        self.layout_pass: TagMemoryMetaPass | None = None
+        self.builder = None
+        self.pass_seconds = 0.0
+        self._prefix_handed_over = False
+
+    def _make_layout_pass(self, *args, **kwargs):
+        layout_pass = self.layout_pass_cls(*args, **kwargs)
+        run_pass = layout_pass.call
+
+        def timed_call(graph_module):
+            start = time.perf_counter()
+            try:
+                return run_pass(graph_module)
+            finally:
+                self.pass_seconds += time.perf_counter() - start
+
+        layout_pass.call = timed_call
+        self.layout_pass = layout_pass
+        return layout_pass
+
+    def _apply_passes(self, program, passes):
+        if self.layout_pass is not None and any(p is self.layout_pass for p in passes):
+            if self.prefix is None:
+                self.recorded_prefix = independent_copy(program)
+            return _REAL_APPLY_PASSES(program, passes)
+        if self.prefix is not None and self.layout_pass is None:
+            # Replaying: the recorded prefix is the result of every pass group before
+            # the layout pass, so the first group returns it and the others pass it on.
+            if not self._prefix_handed_over:
+                self._prefix_handed_over = True
+                return independent_copy(self.prefix)
+            return program
+        return _REAL_APPLY_PASSES(program, passes)
+
+    def _make_builder(self, *args, **kwargs):
+        self.builder = _REAL_GRAPH_BUILDER(*args, **kwargs)
+        return self.builder
+
+    @contextlib.contextmanager
+    def installed(self):
+        names = {
+            "TagMemoryMetaPass": self._make_layout_pass,
+            "apply_passes": self._apply_passes,
+            "VkGraphBuilder": self._make_builder,
+        }
+        saved = {name: getattr(vulkan_preprocess, name) for name in names}
+        for name, value in names.items():
+            setattr(vulkan_preprocess, name, value)
+        try:
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(vulkan_preprocess, name, value)
+
+
+_REAL_PREPROCESS = vulkan_preprocess.VulkanBackend.preprocess.__func__
+
+
+@contextlib.contextmanager
+def _recording_preprocess(layout_pass_cls: type, prefixes: list):
+    """While active, every Vulkan preprocess call records its partition's prefix."""
+    backend = vulkan_preprocess.VulkanBackend
+
+    def recording(cls, program, compile_specs):
+        run = _PreprocessRun(layout_pass_cls)
+        with run.installed():
+            result = _REAL_PREPROCESS(cls, program, compile_specs)
+        if run.recorded_prefix is None:
+            raise LoweringError("the Vulkan preprocess ran no layout pass (skip_tag_memory_metadata set?)")
+        prefixes.append(
+            PartitionPrefix(
+                program=run.recorded_prefix,
+                compile_specs=list(compile_specs),
+                node_names=frozenset(n.name for n in run.recorded_prefix.graph.nodes),
+                reference_payload=result.processed_bytes,
+            )
+        )
+        return result
+
+    backend.preprocess = classmethod(recording)
+    try:
+        yield
+    finally:
+        backend.preprocess = classmethod(_REAL_PREPROCESS)
+
+
+def lowered_modules(edge_manager) -> list[LoweredBackendModule]:
+    """The delegate modules of an edge program, in graph order."""
+    graph_module = edge_manager.exported_program().graph_module
+    return [m for m in graph_module.children() if isinstance(m, LoweredBackendModule)]
+
+
+@dataclass
+class VulkanLowering:
+    """A model exported, converted to edge and partitioned for ET-VK once.
+
+    ``lower(strategy)`` finishes every partition with that strategy's layout pass and
+    returns a :class:`LoweredProgram`; the prefix is never recomputed.
+    """
+
+    edge_manager: object
+    prefixes: list[PartitionPrefix]
+    prefix_seconds: float
+
+    @classmethod
+    def from_exported(
+        cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS
+    ) -> "VulkanLowering":
+        prefixes: list[PartitionPrefix] = []
+        start = time.perf_counter()
+        with _recording_preprocess(layout_pass_cls, prefixes):
+            edge_manager = to_edge_transform_and_lower(
+                exported, partitioner=[VulkanPartitioner()]
+            )
+        return cls(edge_manager, prefixes, time.perf_counter() - start)
+
+    def lower(self, layout_pass_cls: type) -> "LoweredProgram":
+        start = time.perf_counter()
+        partitions = []
+        for prefix in self.prefixes:
+            run = _PreprocessRun(layout_pass_cls, prefix=prefix.program)
+            with run.installed():
+                result = _REAL_PREPROCESS(
+                    vulkan_preprocess.VulkanBackend, prefix.program, prefix.compile_specs
+                )
+            partitions.append(
+                LoweredPartition(
+                    program=run.builder.program,
+                    layout_pass=run.layout_pass,
+                    builder=run.builder,
+                    result=result,
+                    prefix_node_names=prefix.node_names,
+                    pass_seconds=run.pass_seconds,
+                )
+            )
+        return LoweredProgram(self, partitions, time.perf_counter() - start)
+
+
+@dataclass
+class LoweredProgram:
+    """Every partition of one model finished by one strategy."""
+
+    lowering: VulkanLowering
+    partitions: list[LoweredPartition]
+    finish_seconds: float
+    _edge_manager: object = field(default=None, repr=False)
+
+    @property
+    def pass_seconds(self) -> float:
+        return sum(p.pass_seconds for p in self.partitions)
+
+    def edge_manager(self):
+        """A copy of the shared edge program whose delegates carry this strategy's payloads."""
+        if self._edge_manager is None:
+            edge_manager = copy.deepcopy(self.lowering.edge_manager)
+            by_payload = {
+                prefix.reference_payload: partition
+                for prefix, partition in zip(self.lowering.prefixes, self.partitions)
+            }
+            for module in lowered_modules(edge_manager):
+                partition = by_payload[module.processed_bytes]
+                module._processed_bytes = partition.result.processed_bytes
+                module._named_data_store_output = partition.result.data_store_output
+                module.meta["debug_handle_map"] = partition.result.debug_handle_map
+            self._edge_manager = edge_manager
+        return self._edge_manager
+
+    def to_pte(self) -> bytes:
+        """Serialize the whole program (delegates and CPU fallback) to a .pte buffer."""
+        return self.edge_manager().to_executorch().buffer

@@ -1,0 +1,24 @@
+"""The model zoo: timm models, EdgeTAM parts and synthetic graphs behind one registry."""
+
+from models import edgetam, synthetic, timm_zoo  # noqa: F401  (registrations)
+from models._registry import (
+    UNFUSED_SUFFIX,
+    ModelSpec,
+    create,
+    list_models,
+    list_zoos,
+    register_family,
+    register_model,
+    resolve_models,
+)
+
+__all__ = [
+    "UNFUSED_SUFFIX",
+    "ModelSpec",
+    "create",
+    "list_models",
+    "list_zoos",
+    "register_family",
+    "register_model",
+    "resolve_models",
+]

@@ -1,0 +1,108 @@
+"""Seeded random DAGs of conv / linear / elementwise / layer_norm / permute ops.
+
+Every tensor has the cubic shape (1, W, W, W), so a permute never changes the shape and
+any two tensors can meet in a residual add or mul: the generator is free to draw
+arbitrary branch-and-merge structure. Sinks are returned as outputs, so no op is dead.
+Named ``synthetic:<ops>`` or ``synthetic:<ops>:<seed>``.
+"""
+
+import random
+
+import torch
+from torch import nn
+
+from harness.errors import UnknownNameError
+from models._registry import ModelSpec, register_family, register_model
+
+WIDTH = 8
+MIN_OPS, MAX_OPS = 5, 10_000
+UNARY_KINDS = ("conv", "linear", "layer_norm", "permute", "relu")
+BINARY_KINDS = ("add", "mul")
+PERMUTATIONS = ((0, 2, 3, 1), (0, 3, 1, 2), (0, 1, 3, 2))
+
+
+class SyntheticGraph(nn.Module):
+    """Runs a recipe of (kind, input indices, parameter index) steps over a value list."""
+
+    def __init__(self, recipe: list, outputs: list[int]):
+        super().__init__()
+        self.recipe = recipe
+        self.outputs = outputs
+        self.convs = nn.ModuleList()
+        self.linears = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        for kind, _, _ in recipe:
+            if kind == "conv":
+                self.convs.append(nn.Conv2d(WIDTH, WIDTH, 3, padding=1))
+            elif kind == "linear":
+                self.linears.append(nn.Linear(WIDTH, WIDTH))
+            elif kind == "layer_norm":
+                self.norms.append(nn.LayerNorm(WIDTH))
+
+    def forward(self, x: torch.Tensor):
+        values = [x]
+        layers = {"conv": iter(self.convs), "linear": iter(self.linears), "layer_norm": iter(self.norms)}
+        for kind, inputs, param in self.recipe:
+            a = values[inputs[0]]
+            if kind in layers:
+                values.append(next(layers[kind])(a))
+            elif kind == "permute":
+                values.append(a.permute(*PERMUTATIONS[param]))
+            elif kind == "relu":
+                values.append(torch.relu(a))
+            elif kind == "add":
+                values.append(a + values[inputs[1]])
+            else:
+                values.append(a * values[inputs[1]])
+        return tuple(values[i] for i in self.outputs)
+
+
+def make_recipe(num_ops: int, seed: int) -> tuple[list, list[int]]:
+    """Draw a DAG: each op reads a recent value; binary ops also read any earlier one."""
+    rng = random.Random(seed)
+    recipe, used = [], set()
+    for index in range(num_ops):
+        produced = index + 1  # values[0] is the input
+        first = max(0, produced - 1 - int(rng.expovariate(0.7)))
+        if produced > 1 and rng.random() < 0.3:
+            kind = rng.choice(BINARY_KINDS)
+            second = rng.randrange(produced)
+            inputs = (first, second)
+        else:
+            kind = rng.choice(UNARY_KINDS)
+            inputs = (first,)
+        used.update(inputs)
+        recipe.append((kind, inputs, rng.randrange(len(PERMUTATIONS))))
+    outputs = [i for i in range(1, num_ops + 1) if i not in used]
+    return recipe, outputs
+
+
+def synthetic_spec(num_ops: int, seed: int = 0) -> ModelSpec:
+    if not MIN_OPS <= num_ops <= MAX_OPS:
+        raise UnknownNameError(
+            "synthetic size", str(num_ops), [f"{MIN_OPS}..{MAX_OPS} ops"]
+        )
+    torch.manual_seed(seed)
+    recipe, outputs = make_recipe(num_ops, seed)
+    module = SyntheticGraph(recipe, outputs).eval()
+    generator = torch.Generator().manual_seed(seed)
+    example = torch.randn(1, WIDTH, WIDTH, WIDTH, generator=generator)
+    return ModelSpec(f"synthetic:{num_ops}:{seed}", module, (example,))
+
+
+@register_family("synthetic")
+def any_synthetic(argument: str) -> ModelSpec:
+    parts = argument.split(":")
+    if len(parts) > 2 or not all(p.isdigit() for p in parts):
+        raise UnknownNameError("synthetic model", f"synthetic:{argument}", ["synthetic:<ops>[:<seed>]"])
+    return synthetic_spec(*(int(p) for p in parts))
+
+
+@register_model(zoos=("quick", "full"))
+def synthetic_small() -> ModelSpec:
+    return synthetic_spec(40, seed=1)
+
+
+@register_model(zoos=("full",))
+def synthetic_large() -> ModelSpec:
+    return synthetic_spec(1000, seed=1)

@@ -1,0 +1,55 @@
+"""timm models of the zoo, with random weights and their default input size.
+
+Any other timm architecture is reachable as ``timm:<name>``.
+"""
+
+import torch
+
+from harness.errors import UnknownNameError
+from models._registry import ModelSpec, register_family, register_model
+from models._torchvision import import_timm
+
+INPUT_SEED = 0
+
+
+def timm_spec(arch: str) -> ModelSpec:
+    """A timm model with random weights, in eval mode, fed 1 x its default input size."""
+    timm = import_timm()
+    module = timm.create_model(arch, pretrained=False).eval()
+    input_size = module.pretrained_cfg["input_size"]
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    example = torch.randn(1, *input_size, generator=generator)
+    return ModelSpec(arch, module, (example,))
+
+
+@register_family("timm")
+def any_timm_model(arch: str) -> ModelSpec:
+    timm = import_timm()
+    if arch not in timm.list_models():
+        close = timm.list_models(f"*{arch.split('_')[0]}*")[:10]
+        raise UnknownNameError("timm model", arch, close or ["(see timm.list_models())"])
+    return timm_spec(arch)
+
+
+# Quick zoo: models that export and lower in seconds, used by tests and `make bench`.
+_QUICK = ("resnet18", "mobilenetv3_small_100", "deit_tiny_patch16_224", "mobilevit_xs")
+_FULL_ONLY = (
+    "efficientnet_b0",
+    "convnext_atto",
+    "vit_small_patch16_224",
+    "efficientformer_l1",
+    "levit_128s",
+    "fastvit_t8",
+    "repvit_m1",
+    "tiny_vit_5m_224",
+)
+
+
+def _register(arch: str, zoos: tuple) -> None:
+    register_model(lambda: timm_spec(arch), name=arch, zoos=zoos)
+
+
+for _arch in _QUICK:
+    _register(_arch, ("quick", "full"))
+for _arch in _FULL_ONLY:
+    _register(_arch, ("full",))
