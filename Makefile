@@ -1,5 +1,5 @@
 # Every target bootstraps .venv/ with the pinned stack on first use.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed

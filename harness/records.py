@@ -73,8 +73,13 @@ class RecordStore:
 
     def append(self, record: dict) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as out:
-            out.write(json.dumps(record, default=str) + "\n")
+        with self.path.open("a+b") as out:
+            # A line cut short by a kill must not swallow the record written after it.
+            if out.tell() > 0:
+                out.seek(-1, 2)
+                if out.read(1) != b"\n":
+                    out.write(b"\n")
+            out.write(json.dumps(record, default=str).encode() + b"\n")
             out.flush()
 
 

@@ -4,6 +4,7 @@ from models import edgetam, synthetic, timm_zoo  # noqa: F401  (registrations)
 from models._registry import (
     UNFUSED_SUFFIX,
     ModelSpec,
+    add_to_zoo,
     create,
     list_models,
     list_zoos,
@@ -15,6 +16,7 @@ from models._registry import (
 __all__ = [
     "UNFUSED_SUFFIX",
     "ModelSpec",
+    "add_to_zoo",
     "create",
     "list_models",
     "list_zoos",

@@ -36,6 +36,7 @@ class _Entry:
 
 
 _models: dict[str, _Entry] = {}
+_zoo_variants: dict[str, set[str]] = {}  # zoo -> derived names, e.g. "<name>.unfused"
 _families: dict[str, Callable[[str], ModelSpec]] = {}
 
 
@@ -60,17 +61,25 @@ def register_family(prefix: str):
     return decorate
 
 
+def add_to_zoo(zoo: str, *names: str) -> None:
+    """Put derived names (``<name>.unfused``, ``timm:<name>``) in a zoo."""
+    _zoo_variants.setdefault(zoo, set()).update(names)
+    if zoo != "full":
+        add_to_zoo("full", *names)
+
+
 def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
-    """Registered model names matching a glob pattern, optionally only those of a zoo."""
-    return sorted(
-        name
-        for name, entry in _models.items()
-        if fnmatch.fnmatch(name, pattern) and (zoo is None or zoo in entry.zoos)
-    )
+    """Model names matching a glob pattern: all registered ones, or the members of a zoo."""
+    if zoo is None:
+        names = set(_models)
+    else:
+        names = {n for n, entry in _models.items() if zoo in entry.zoos}
+        names |= _zoo_variants.get(zoo, set())
+    return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
 
 def list_zoos() -> list[str]:
-    return sorted({zoo for entry in _models.values() for zoo in entry.zoos})
+    return sorted({zoo for entry in _models.values() for zoo in entry.zoos} | set(_zoo_variants))
 
 
 def _unfuse_attention(module: torch.nn.Module) -> int:

@@ -6,7 +6,7 @@ Any other timm architecture is reachable as ``timm:<name>``.
 import torch
 
 from harness.errors import UnknownNameError
-from models._registry import ModelSpec, register_family, register_model
+from models._registry import ModelSpec, add_to_zoo, register_family, register_model
 from models._torchvision import import_timm
 
 INPUT_SEED = 0
@@ -32,7 +32,10 @@ def any_timm_model(arch: str) -> ModelSpec:
 
 
 # Quick zoo: models that export and lower in seconds, used by tests and `make bench`.
-_QUICK = ("resnet18", "mobilenetv3_small_100", "deit_tiny_patch16_224", "mobilevit_xs")
+# Attention models join it unfused: one partition each, where fused SDPA cuts them into
+# many (mobilevit_xs: 19 partitions, a minute to lower).
+_QUICK = ("resnet18", "mobilenetv3_small_100")
+_QUICK_UNFUSED = ("deit_tiny_patch16_224", "mobilevit_xs")
 _FULL_ONLY = (
     "efficientnet_b0",
     "convnext_atto",
@@ -51,5 +54,8 @@ def _register(arch: str, zoos: tuple) -> None:
 
 for _arch in _QUICK:
     _register(_arch, ("quick", "full"))
-for _arch in _FULL_ONLY:
+for _arch in _QUICK_UNFUSED + _FULL_ONLY:
     _register(_arch, ("full",))
+add_to_zoo("quick", *(f"{arch}.unfused" for arch in _QUICK_UNFUSED))
+_FULL_UNFUSED = ("vit_small_patch16_224", "tiny_vit_5m_224")
+add_to_zoo("full", *(f"{arch}.unfused" for arch in _QUICK_UNFUSED + _FULL_UNFUSED))

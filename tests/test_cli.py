@@ -1,0 +1,116 @@
+"""The command line: outputs, errors, resumable records."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import models
+from harness import cli
+from harness.records import COLUMNS, RecordStore, load, to_long
+from harness.sweep import run_sweep
+
+LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
+REQUIRED_KEYS = {
+    "model", "strategy", "target", "transitions", "transition_bytes", "delegate_memory_bytes",
+    "partitions", "pass_seconds", "optimal", "status", "reason",
+}
+
+
+def _run(*args):
+    return subprocess.run([str(LAYOUTBENCH), *args], capture_output=True, text=True, timeout=600)
+
+
+def test_console_script_lists():
+    listed = _run("list", "strategies")
+    assert listed.returncode == 0
+    assert {"bfs-downstream", "dfs-upstream", "all-width-packed"} <= set(listed.stdout.split())
+    assert "synthetic_small" in _run("list", "models", "--zoo", "quick").stdout.split()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--models", "resnet9000"], "unknown model 'resnet9000'; known: "),
+        (["--models", "resnet18", "--strategies", "nope"], "unknown strategy 'nope'; known: "),
+        (["--zoo", "huge"], "unknown zoo 'huge'; known: "),
+        (["--models", "resnet18", "--target", "npu"], "unknown target 'npu'; known: vulkan"),
+    ],
+)
+def test_bad_names_fail_with_one_line(tmp_path, args, expected):
+    result = _run("compare", *args, "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"layoutbench: error: {expected}")
+
+
+def test_compare_json_is_pipeable_and_resumes(tmp_path):
+    args = ["compare", "--models", "synthetic_small", "--strategies", "bfs-downstream,dfs-upstream",
+            "--out", str(tmp_path), "--format", "json"]
+    first = _run(*args)
+    assert first.returncode == 0, first.stderr
+    records = json.loads(first.stdout)
+    assert [r["strategy"] for r in records] == ["bfs-downstream", "dfs-upstream"]
+    for record in records:
+        assert REQUIRED_KEYS <= set(record)
+        assert record["status"] == "ok" and record["optimal"] is None
+        assert record["transitions"] > 0 and record["partitions"] == 1
+        assert record["torch_version"].startswith("2.13.0") and record["executorch_version"] == "1.5.1"
+    store = RecordStore(tmp_path)
+    assert len(store.read()) == 2
+
+    again = _run(*args)
+    assert again.returncode == 0 and json.loads(again.stdout) == records
+    assert len(store.read()) == 2, "a re-run must skip what is done"
+
+    table = _run(*args[:-2], "--format", "table")
+    assert "bfs-downstream" in table.stdout and "transitions" in table.stdout
+    csv = _run(*args[:-2], "--format", "csv")
+    assert csv.stdout.splitlines()[0].startswith("model,strategy,target,status")
+
+
+def test_interrupted_sweep_keeps_finished_records_and_resumes(tmp_path, lowerings):
+    store = RecordStore(tmp_path)
+    run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", store)
+    with store.path.open("a") as out:
+        out.write('{"model": "synthetic_small", "strat')  # cut short by a kill
+    produced = run_sweep(["synthetic_small"], ["bfs-downstream", "all-width-packed"], "vulkan", store)
+    assert [r["strategy"] for r in produced] == ["all-width-packed"]
+    frame = load(tmp_path)
+    assert sorted(frame["strategy"]) == ["all-width-packed", "bfs-downstream"]
+    assert set(COLUMNS) <= set(frame.columns)
+    tidy = to_long(frame)
+    assert {"transitions", "delegate_memory_bytes"} <= set(tidy["metric"])
+    assert len(tidy[tidy.metric == "transitions"]) == 2
+
+
+def test_invalid_strategy_is_a_failed_record_and_nonzero_exit(tmp_path, capsys):
+    code = cli.main(["compare", "--models", "synthetic_small", "--strategies",
+                     "bfs-downstream,tests.user_strategies:IgnoresOperatorRules",
+                     "--out", str(tmp_path), "--format", "json"])
+    assert code == 1
+    records = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in records] == ["ok", "failed"]
+    assert "BUFFER/HEIGHT_PACKED" in records[1]["reason"]
+
+
+def test_model_that_fails_to_export_is_reported(tmp_path, capsys):
+    import torch
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    models.register_model(lambda: models.ModelSpec("data_dependent", DataDependent(), (torch.ones(2),)),
+                          name="test_data_dependent", zoos=())
+    code = cli.main(["compare", "--models", "test_data_dependent,synthetic_small", "--strategies",
+                     "bfs-downstream", "--out", str(tmp_path), "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 1
+    records = json.loads(captured.out)
+    assert [r["status"] for r in records] == ["failed", "ok"]
+    assert "failed to export" in records[0]["reason"]
+    assert "test_data_dependent / bfs-downstream: model 'test_data_dependent' failed to export" in captured.err

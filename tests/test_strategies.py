@@ -1,0 +1,84 @@
+"""The strategy registry and its plug-in paths, and the validator's verdicts."""
+
+import pytest
+
+import strategies
+from harness import validator
+from harness.errors import InvalidAssignmentError, UnknownNameError
+
+BUILT_INS = {"bfs-downstream", "dfs-upstream", "all-width-packed"}
+
+
+def test_built_ins_are_registered_pass_subclasses():
+    from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+
+    assert BUILT_INS <= set(strategies.list_strategies())
+    for name in BUILT_INS:
+        cls = strategies.get_strategy(name)
+        assert issubclass(cls, TagMemoryMetaPass)
+        assert cls.strategy_name == name
+        assert cls.__doc__
+
+
+def test_unknown_strategy_names_the_known_ones():
+    with pytest.raises(UnknownNameError) as raised:
+        strategies.get_strategy("greedy-magic")
+    message = str(raised.value)
+    assert "greedy-magic" in message and "bfs-downstream" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "path, reason",
+    [
+        ("tests.user_strategies:NotAPass", "not a subclass of TagMemoryMetaPass"),
+        ("tests.user_strategies:Missing", "has no 'Missing'"),
+        ("no_such_package.mod:Class", "cannot import"),
+    ],
+)
+def test_bad_user_strategy_paths_fail_clearly(path, reason):
+    with pytest.raises(UnknownNameError, match=reason):
+        strategies.get_strategy(path)
+
+
+def test_user_strategy_by_module_path():
+    from tests.user_strategies import PreferChannelsPacked
+
+    assert strategies.get_strategy("tests.user_strategies:PreferChannelsPacked") is PreferChannelsPacked
+    assert strategies.resolve_strategies("bfs-downstream, tests.user_strategies:PreferChannelsPacked") == [
+        "bfs-downstream",
+        "tests.user_strategies:PreferChannelsPacked",
+    ]
+
+
+def test_user_strategy_by_entry_point(tmp_path, monkeypatch):
+    dist = tmp_path / "user_layouts-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: user-layouts\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{strategies.ENTRY_POINT_GROUP}]\nprefer-channels = tests.user_strategies:PreferChannelsPacked\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "prefer-channels" in strategies.list_strategies()
+    assert "prefer-channels" in strategies.resolve_strategies("all")
+    from tests.user_strategies import PreferChannelsPacked
+
+    assert strategies.get_strategy("prefer-channels") is PreferChannelsPacked
+
+
+def test_user_strategy_is_lowered_and_validated(lowerings):
+    lowered = lowerings.lowering("synthetic_small").lower(
+        strategies.get_strategy("tests.user_strategies:PreferChannelsPacked")
+    )
+    assert validator.validate(lowered) > 0
+
+
+def test_validator_names_node_representation_and_accepted_set(lowerings):
+    lowered = lowerings.lowering("synthetic_small").lower(
+        strategies.get_strategy("tests.user_strategies:IgnoresOperatorRules")
+    )
+    with pytest.raises(InvalidAssignmentError) as raised:
+        validator.validate(lowered)
+    message = str(raised.value)
+    assert "BUFFER/HEIGHT_PACKED" in message
+    assert "accepts TensorRepSet(" in message
+    assert message.split(" ")[0] in {n.name for p in lowered.partitions for n in p.program.graph.nodes}

@@ -1,0 +1,35 @@
+"""Strategies a user might write outside the package, used to test the plug-in paths."""
+
+import executorch.backends.vulkan.utils as vk_utils
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
+    VkMemoryLayout,
+    VkStorageType,
+)
+
+from strategies.all_width_packed import AllWidthPacked
+
+
+class PreferChannelsPacked(AllWidthPacked):
+    """Channels-packed wherever the operator allows it; a valid user strategy."""
+
+    preferred = vk_utils.TensorRepSet(
+        {VkMemoryLayout.TENSOR_CHANNELS_PACKED}, {VkMemoryLayout.TENSOR_CHANNELS_PACKED}
+    )
+
+
+class IgnoresOperatorRules(TagMemoryMetaPass):
+    """Deliberately invalid: tags every op output as a height-packed buffer, whatever the
+    operator accepts."""
+
+    def set_op_node_tensor_reprs(self, graph_module, op_node, transition_cache=None):
+        super().set_op_node_tensor_reprs(graph_module, op_node, transition_cache)
+        if self.is_valid_op_node(op_node) and vk_utils.is_single_tensor_node(op_node):
+            vk_utils.set_node_repr(
+                op_node,
+                vk_utils.TensorRepr(VkStorageType.BUFFER, VkMemoryLayout.TENSOR_HEIGHT_PACKED),
+            )
+
+
+class NotAPass:
+    """Not a TagMemoryMetaPass: naming it must fail clearly."""
