@@ -1,0 +1,47 @@
+"""asv suite: what each strategy does on the quick zoo, lowered for ET-VK.
+
+``setup_cache`` runs the whole sweep once (each model lowered to the layout pass once,
+shared by all strategies); the ``track_`` benchmarks only read its records.
+"""
+
+import tempfile
+
+import models
+import strategies
+from harness.records import RecordStore
+from harness.sweep import run_sweep
+
+QUICK_ZOO = models.list_models(zoo="quick")
+STRATEGIES = strategies.list_strategies()
+
+
+class VulkanLayout:
+    params = (QUICK_ZOO, STRATEGIES)
+    param_names = ("model", "strategy")
+    timeout = 3600
+    version = "vulkan-layout-1"
+
+    def setup_cache(self):
+        with tempfile.TemporaryDirectory() as results:
+            records = run_sweep(QUICK_ZOO, STRATEGIES, "vulkan", RecordStore(results), fresh=True)
+        return {(r["model"], r["strategy"]): r for r in records}
+
+    def setup(self, records, model, strategy):
+        self.record = records[(model, strategy)]
+        if self.record["status"] != "ok":
+            raise NotImplementedError(self.record["reason"])
+
+    def track_transitions(self, records, model, strategy):
+        return self.record["transitions"]
+
+    track_transitions.unit = "transitions"
+
+    def track_transition_bytes(self, records, model, strategy):
+        return self.record["transition_bytes"]
+
+    track_transition_bytes.unit = "bytes"
+
+    def track_delegate_memory_bytes(self, records, model, strategy):
+        return self.record["delegate_memory_bytes"]
+
+    track_delegate_memory_bytes.unit = "bytes"

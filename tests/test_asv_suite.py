@@ -1,0 +1,20 @@
+"""The asv suite runs its sweep once and reads every track_ value from it."""
+
+import pytest
+
+from benchmarks import bench_vulkan_layout as suite
+
+
+def test_suite_tracks_recorded_metrics(monkeypatch):
+    monkeypatch.setattr(suite, "QUICK_ZOO", ["synthetic_small"])
+    monkeypatch.setattr(suite, "STRATEGIES", ["bfs-downstream", "tests.user_strategies:IgnoresOperatorRules"])
+    bench = suite.VulkanLayout()
+    records = bench.setup_cache()
+    bench.setup(records, "synthetic_small", "bfs-downstream")
+    assert bench.track_transitions(records, "synthetic_small", "bfs-downstream") == records[
+        ("synthetic_small", "bfs-downstream")
+    ]["transitions"] > 0
+    assert bench.track_delegate_memory_bytes(records, "synthetic_small", "bfs-downstream") > 0
+    assert bench.track_transition_bytes.unit == "bytes"
+    with pytest.raises(NotImplementedError, match="BUFFER/HEIGHT_PACKED"):
+        bench.setup(records, "synthetic_small", "tests.user_strategies:IgnoresOperatorRules")
