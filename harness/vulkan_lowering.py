@@ -196,8 +196,10 @@ class VulkanLowering:
         prefixes: list[PartitionPrefix] = []
         start = time.perf_counter()
         with _recording_preprocess(layout_pass_cls, prefixes):
+            # to_edge consumes its input (e.g. drops non-persistent buffers' constants),
+            # so lower a copy and leave the caller's program reusable.
             edge_manager = to_edge_transform_and_lower(
-                exported, partitioner=[VulkanPartitioner()]
+                copy.deepcopy(exported), partitioner=[VulkanPartitioner()]
             )
         return cls(edge_manager, prefixes, time.perf_counter() - start)
 

@@ -1,5 +1,7 @@
 """The lowering pipeline on the quick zoo: fidelity to ExecuTorch, validity, serialization."""
 
+import copy
+
 import executorch.backends.vulkan.utils as vk_utils
 import pytest
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -33,7 +35,8 @@ def test_bfs_downstream_is_the_unmodified_pass(lowerings, model):
     assert sum(len(r) for r in _node_reprs(bfs)) > 0
 
     # And byte for byte what stock ExecuTorch lowering serializes, no hooks installed.
-    stock = to_edge_transform_and_lower(lowerings.exported(model), partitioner=[VulkanPartitioner()])
+    exported = copy.deepcopy(lowerings.exported(model))
+    stock = to_edge_transform_and_lower(exported, partitioner=[VulkanPartitioner()])
     stock_payloads = [m.processed_bytes for m in lowered_modules(stock)]
     assert [p.result.processed_bytes for p in bfs.partitions] == stock_payloads
 
