@@ -15,12 +15,14 @@ PROGRAM = "layoutbench"
 TABLE_COLUMNS = (
     "status",
     "transitions",
+    "excess_transitions",
     "transition_bytes",
     "delegate_memory_bytes",
     "transition_memory_bytes",
     "partitions",
     "ops_outside_delegate",
     "pass_seconds",
+    "optimal",
 )
 
 
@@ -105,9 +107,11 @@ class _RichProgress:
 def _render(records: list[dict], output_format: str) -> str:
     import pandas as pd
 
+    from harness.records import with_excess
+
     if output_format == "json":
         return json.dumps(records, indent=1, default=str)
-    frame = pd.DataFrame(records)
+    frame = with_excess(pd.DataFrame(records))
     if output_format == "csv":
         return frame.to_csv(index=False)
     table = frame.set_index(["model", "strategy"])[list(TABLE_COLUMNS)]

@@ -94,6 +94,20 @@ def load(directory: str | Path) -> pd.DataFrame:
     return pd.DataFrame(latest(RecordStore(directory).read()))
 
 
+OPTIMUM_STRATEGY = "ilp"
+
+
+def with_excess(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``excess_transitions``: transitions over the ILP optimum of the same model and
+    target (null where the model has no ok ILP record)."""
+    optimum = frame[(frame["strategy"] == OPTIMUM_STRATEGY) & (frame["status"] == "ok")]
+    optimum = optimum.set_index(["model", "target"])["transitions"].rename("optimum_transitions")
+    joined = frame.join(optimum, on=["model", "target"])
+    frame = frame.copy()
+    frame["excess_transitions"] = joined["transitions"] - joined["optimum_transitions"]
+    return frame
+
+
 def to_long(frame: pd.DataFrame) -> pd.DataFrame:
     """Tidy form: one row per model x strategy x target x metric."""
     metrics = [m for m in METRIC_KEYS if m in frame.columns]

@@ -1,0 +1,61 @@
+"""asv suite: how the ILP's formulation and solve time scale.
+
+``setup_cache`` lowers each graph to the layout pass once and keeps the extracted
+problems (plain data); ``time_solve`` measures HiGHS alone. Goals on the 2-core machine:
+5 s at ViT-S size, 60 s at 10,000 operators.
+"""
+
+
+import executorch.backends.vulkan.utils as vk_utils
+
+import models
+from harness.export_cache import export_model
+from harness.vulkan_lowering import VulkanLowering
+from strategies.ilp import IlpLayout, formulate, solve
+from strategies.layout_problem import extract
+
+GRAPHS = (
+    "vit_small_patch16_224.unfused",
+    "synthetic:1000:1",
+    "synthetic:3000:1",
+    "synthetic:10000:1",
+)
+
+
+def layout_problems(model: str) -> list:
+    """The layout problem of each partition of a model, as the ILP pass would see it."""
+    lowering = VulkanLowering.from_exported(export_model(models.create(model)))
+    layout_pass = IlpLayout(vk_utils.DEFAULT_TEXTURE_LIMITS)
+    return [extract(layout_pass, prefix.program.graph_module) for prefix in lowering.prefixes]
+
+
+class IlpScaling:
+    params = (GRAPHS, ("count", "bytes"))
+    param_names = ("graph", "objective")
+    timeout = 7200
+    version = "ilp-scaling-1"
+
+    def setup_cache(self):
+        return {graph: layout_problems(graph) for graph in GRAPHS}
+
+    def setup(self, problems, graph, objective):
+        self.problems = problems[graph]
+
+    def time_solve(self, problems, graph, objective):
+        for problem in self.problems:
+            solve(problem, objective)
+
+    def track_variables(self, problems, graph, objective):
+        return sum(formulate(p, objective).variables for p in self.problems)
+
+    track_variables.unit = "variables"
+
+    def track_constraints(self, problems, graph, objective):
+        return sum(formulate(p, objective).constraints for p in self.problems)
+
+    track_constraints.unit = "constraints"
+
+    def track_proven_optimal(self, problems, graph, objective):
+        return int(all(solve(p, objective).optimal for p in self.problems))
+
+    track_proven_optimal.unit = "bool"

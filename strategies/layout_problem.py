@@ -1,0 +1,171 @@
+"""A partition's layout assignment as a combinatorial problem, read off ExecuTorch's OpRepSets.
+
+The pass tags *tensors* (op outputs and partition inputs) and, per operator argument, picks
+the representation the operator will *use*; where a use differs from its source tensor's
+representation a clone is inserted, one per (source, target representation). This module
+extracts exactly that structure, with domains and sync groups taken from the same
+``OpRepSets`` the pass builds, so that any solver over it (the ILP, an exhaustive search in
+the tests) speaks about the same choices.
+"""
+
+import operator
+from dataclasses import dataclass, field
+
+import executorch.backends.vulkan.utils as vk_utils
+import torch
+from executorch.backends.vulkan.op_registry import get_op_features
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
+    VkMemoryLayout,
+    VkStorageType,
+)
+
+Repr = tuple[VkStorageType, VkMemoryLayout]
+TensorKey = tuple[str, int]  # (producing node name, output index)
+
+DEFAULT_REPR: Repr = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACKED)
+
+
+def reprs_of(repset: vk_utils.TensorRepSet) -> list[Repr]:
+    """The representations a TensorRepSet allows, in a fixed order."""
+    return [(VkStorageType.BUFFER, layout) for layout in sorted(repset.valid_buffer_layouts)] + [
+        (VkStorageType.TEXTURE_3D, layout) for layout in sorted(repset.valid_texture_layouts)
+    ]
+
+
+def packed_dim_info(representation: Repr) -> vk_utils.PackedDimInfo:
+    storage, layout = representation
+    return vk_utils.PackedDimInfo.from_repr(layout, storage)
+
+
+def to_tensor_repr(representation: Repr) -> vk_utils.TensorRepr:
+    return vk_utils.TensorRepr(*representation)
+
+
+@dataclass
+class Tensor:
+    key: TensorKey
+    node: str  # the node that carries its representation (the op, or a partition input)
+    domain: list[Repr]
+    shape: tuple[int, ...]
+    element_bytes: int
+
+
+@dataclass
+class Use:
+    """Operator ``op`` reads argument ``arg_index`` (one tensor, or a list) in one representation."""
+
+    op: str
+    arg_index: int
+    sources: list[TensorKey]
+    domain: list[Repr]
+
+
+@dataclass
+class SyncGroup:
+    """Members (``("tensor", key)`` or ``("use", index)``) that must share packed-dim info."""
+
+    op: str
+    members: list[tuple[str, object]]
+
+
+@dataclass
+class LayoutProblem:
+    """Plain data (node names, no graph objects), so it can be pickled and solved anywhere."""
+
+    tensors: dict[TensorKey, Tensor] = field(default_factory=dict)
+    uses: list[Use] = field(default_factory=list)
+    sync_groups: list[SyncGroup] = field(default_factory=list)
+    op_outputs: dict[str, list[TensorKey]] = field(default_factory=dict)
+
+    def transition_cost(self, source: TensorKey, target: Repr, objective: str) -> float:
+        if objective == "count":
+            return 1.0
+        from harness.metrics import tensor_bytes
+
+        tensor = self.tensors[source]
+        return float(tensor_bytes(list(tensor.shape), tensor.element_bytes, *target))
+
+    def domain_of(self, member) -> list[Repr]:
+        kind, ref = member
+        return self.tensors[ref].domain if kind == "tensor" else self.uses[ref].domain
+
+
+def _tensor_key(node: torch.fx.Node) -> TensorKey:
+    if node.target == operator.getitem:
+        return (node.args[0].name, node.args[1])
+    return (node.name, 0)
+
+
+def _vals(node: torch.fx.Node) -> list:
+    val = node.meta["val"]
+    return list(val) if isinstance(val, (list, tuple)) else [val]
+
+
+def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
+    """The problem the pass faces on ``graph_module``; ``layout_pass`` supplies the pass's
+    own notions of which nodes are operators and tensors, and its texture limits."""
+    problem = LayoutProblem()
+    consumer_domains: dict[TensorKey, list[Repr]] = {}
+    for node in graph_module.graph.nodes:
+        if not layout_pass.is_valid_op_node(node) or node.target == operator.getitem:
+            continue
+        repsets = get_op_features(node.target).make_op_repsets(node, layout_pass.texture_limits)
+        outputs = []
+        for k, val in enumerate(_vals(node)):
+            key = (node.name, k)
+            domain = reprs_of(repsets.get_out_repset(k))
+            if layout_pass.force_fp16:
+                domain = [r for r in domain if r[0] == VkStorageType.TEXTURE_3D] or domain
+            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape), val.element_size())
+            outputs.append(key)
+        problem.op_outputs[node.name] = outputs
+
+        use_indices = {}
+        for i, arg in enumerate(node.args):
+            if not layout_pass.is_non_constant_tensor_node(arg):
+                continue
+            members = arg if isinstance(arg, (list, tuple)) else [arg]
+            domain = reprs_of(repsets.get_arg_repset(i))
+            sources = [_tensor_key(m) for m in members]
+            for member, key in zip(members, sources):
+                consumer_domains.setdefault(key, []).extend(domain)
+                if key not in problem.tensors and member.target != operator.getitem:
+                    val = _vals(member)[0]
+                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape), val.element_size())
+            use_indices[i] = len(problem.uses)
+            problem.uses.append(Use(node.name, i, sources, domain))
+
+        groups = []
+        if repsets.sync_args_repr and len(use_indices) > 1:
+            groups.append([("use", u) for u in use_indices.values()])
+        if repsets.sync_outs_repr and len(outputs) > 1:
+            groups.append([("tensor", key) for key in outputs])
+        if repsets.sync_primary_io_repr and repsets.primary_arg_idx in use_indices:
+            groups.append([("use", use_indices[repsets.primary_arg_idx]), ("tensor", outputs[0])])
+        problem.sync_groups.extend(SyncGroup(node.name, members) for members in groups)
+
+    # Partition inputs are free: any representation some consumer accepts.
+    for key, tensor in problem.tensors.items():
+        if not tensor.domain:
+            tensor.domain = sorted(set(consumer_domains.get(key, [DEFAULT_REPR])))
+    return problem
+
+
+def infeasible_operators(problem: LayoutProblem) -> list[str]:
+    """Operators whose own constraints already admit nothing: an empty domain, or a sync
+    group whose members share no packed-dim info."""
+    names = set()
+    for use in problem.uses:
+        if not use.domain:
+            names.add(use.op)
+    for key, outputs in problem.op_outputs.items():
+        if any(not problem.tensors[k].domain for k in outputs):
+            names.add(key)
+    for group in problem.sync_groups:
+        common = None
+        for member in group.members:
+            infos = {packed_dim_info(r) for r in problem.domain_of(member)}
+            common = infos if common is None else common & infos
+        if not common:
+            names.add(group.op)
+    return sorted(names)

@@ -1,0 +1,53 @@
+"""The ILP strategy: equal to exhaustive search, and never worse than a heuristic."""
+
+import executorch.backends.vulkan.utils as vk_utils
+import pytest
+
+import strategies
+from harness import metrics, validator
+from strategies.ilp import IlpLayout, solve
+from strategies.layout_problem import extract
+
+from . import exhaustive
+from .conftest import QUICK_ZOO
+
+RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(50)]
+HEURISTICS = ("bfs-downstream", "dfs-upstream", "all-width-packed")
+
+
+def _problems(lowering):
+    layout_pass = IlpLayout(vk_utils.DEFAULT_TEXTURE_LIMITS)  # the partitioner's default spec
+    return [extract(layout_pass, prefix.program.graph_module) for prefix in lowering.prefixes]
+
+
+def test_ilp_equals_exhaustive_search_on_random_graphs(lowerings):
+    nontrivial = 0
+    for name in RANDOM_GRAPHS:
+        for problem in _problems(lowerings.lowering(name)):
+            by_count = solve(problem, "count")
+            by_bytes = solve(problem, "bytes")
+            assert by_count.optimal and by_bytes.optimal
+            assert by_count.cost == exhaustive.optimum(problem, "count"), name
+            assert by_bytes.cost == exhaustive.optimum(problem, "bytes"), name
+            assert by_count.bound == by_count.cost
+            nontrivial += by_count.cost > 0
+    assert nontrivial >= 10, "the random graphs must exercise transitions"
+
+
+@pytest.mark.parametrize("model", QUICK_ZOO)
+def test_ilp_is_optimal_valid_and_never_worse_than_a_heuristic(lowerings, model):
+    lowering = lowerings.lowering(model)
+    results = {}
+    for name in (*HEURISTICS, "ilp", "ilp-bytes"):
+        cls = strategies.get_strategy(name)
+        lowered = lowering.lower(cls)
+        validator.validate(lowered)
+        found = metrics.transitions(lowered)
+        results[name] = (len(found), sum(t.bytes for t in found))
+        if name.startswith("ilp"):
+            summary = strategies.summarize(cls, [p.layout_pass for p in lowered.partitions])
+            assert summary["optimal"] is True
+            assert summary["objective"] == (len(found) if name == "ilp" else results[name][1])
+    for heuristic in HEURISTICS:
+        assert results["ilp"][0] <= results[heuristic][0], heuristic
+    assert results["ilp-bytes"][1] <= results["ilp"][1]
