@@ -80,7 +80,7 @@ class _Model:
         self.rows_lower.append(lower)
         self.rows_upper.append(upper)
 
-    def solve(self, time_limit: float) -> highspy.Highs:
+    def solve(self, time_limit: float, start: list[float] | None = None) -> highspy.Highs:
         highs = highspy.Highs()
         highs.setOptionValue("output_flag", False)
         highs.setOptionValue("time_limit", float(time_limit))
@@ -96,6 +96,12 @@ class _Model:
         highs.addRows(len(self.rows_lower), np.array(self.rows_lower), np.array(self.rows_upper),
                       len(self.row_index), np.array(self.row_starts[:-1], dtype=np.int32),
                       np.array(self.row_index, dtype=np.int32), np.array(self.row_value))
+        if start is not None:
+            # A feasible incumbent: a time limit then always leaves an assignment to return.
+            incumbent = highspy.HighsSolution()
+            incumbent.col_value = start
+            incumbent.value_valid = True
+            highs.setSolution(incumbent)
         highs.run()
         return highs
 
@@ -108,6 +114,8 @@ class Formulation:
     x: dict
     y: list
     tie_budget: float
+    z: dict
+    w: list
 
     @property
     def variables(self) -> int:
@@ -145,16 +153,68 @@ def formulate(problem: LayoutProblem, objective: str = "count") -> Formulation:
                     entries.append((x[source][r], 1.0))
                 model.row(entries, 0.0, highspy.kHighsInf)
 
+    w_columns = []
     for group in problem.sync_groups:
         members = [x[ref] if kind == "tensor" else y[ref] for kind, ref in group.members]
         infos = sorted({packed_dim_info(r) for m in members for r in m}, key=str)
         w = {p: model.column() for p in infos}
+        w_columns.append(w)
         model.row([(c, 1.0) for c in w.values()], 1.0, 1.0)
         for choices in members:
             for p, w_col in w.items():
                 entries = [(c, 1.0) for r, c in choices.items() if packed_dim_info(r) == p]
                 model.row(entries + [(w_col, -1.0)], 0.0, 0.0)
-    return Formulation(model, x, y, tie_break * len(problem.tensors))
+    return Formulation(model, x, y, tie_break * len(problem.tensors), z, w_columns)
+
+
+def _sync_components(problem: LayoutProblem) -> list[list]:
+    """Members that must share packed-dim info, merged across the groups of one operator."""
+    parent: dict = {}
+
+    def root(member):
+        while parent.setdefault(member, member) != member:
+            member = parent[member]
+        return member
+
+    for group in problem.sync_groups:
+        for member in group.members[1:]:
+            parent[root(member)] = root(group.members[0])
+    components: dict = {}
+    for member in list(parent):
+        components.setdefault(root(member), []).append(member)
+    return list(components.values())
+
+
+def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[float] | None:
+    """Column values of a feasible assignment (each sync component on a packed-dim info all
+    its members allow, the default representation where free), or None if none is obvious."""
+    choice: dict = {}
+    for members in _sync_components(problem):
+        common = set.intersection(*({packed_dim_info(r) for r in problem.domain_of(m)} for m in members))
+        if not common:
+            return None
+        info = min(common, key=str)
+        for member in members:
+            matching = [r for r in problem.domain_of(member) if packed_dim_info(r) == info]
+            choice[member] = DEFAULT_REPR if DEFAULT_REPR in matching else matching[0]
+
+    def pick(member):
+        domain = problem.domain_of(member)
+        return choice.get(member, DEFAULT_REPR if DEFAULT_REPR in domain else domain[0])
+
+    values = [0.0] * formulation.variables
+    tensor_reprs = {key: pick(("tensor", key)) for key in problem.tensors}
+    for key, r in tensor_reprs.items():
+        values[formulation.x[key][r]] = 1.0
+    for index, use in enumerate(problem.uses):
+        r = pick(("use", index))
+        values[formulation.y[index][r]] = 1.0
+        for source in use.sources:
+            if tensor_reprs[source] != r:
+                values[formulation.z[(source, r)]] = 1.0
+    for group, w in zip(problem.sync_groups, formulation.w):
+        values[w[packed_dim_info(pick(group.members[0]))]] = 1.0
+    return values
 
 
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0) -> Solution:
@@ -162,10 +222,15 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     start = time.perf_counter()
     formulation = formulate(problem, objective)
     model, x, y = formulation.model, formulation.x, formulation.y
-    highs = model.solve(time_limit)
+    highs = model.solve(time_limit, feasible_start(problem, formulation))
     status = highs.getModelStatus()
     info = highs.getInfo()
     if info.primal_solution_status != highspy.kSolutionStatusFeasible:
+        if status == highspy.HighsModelStatus.kTimeLimit:
+            raise InvalidAssignmentError(
+                f"ILP reached its {time_limit:g} s time limit before any feasible assignment; "
+                "raise time_limit_seconds"
+            )
         conflicting = infeasible_operators(problem) or ["(no single operator; a chain of sync rules)"]
         raise InvalidAssignmentError(
             f"ILP found no assignment ({highs.modelStatusToString(status)}); operators whose "
@@ -190,12 +255,20 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
         use_reprs=use_reprs,
         transitions=len(needed),
         cost=cost,
-        bound=max(0.0, math.ceil(info.mip_dual_bound - formulation.tie_budget - 1e-6)),
+        bound=_cost_bound(info.mip_dual_bound, formulation.tie_budget),
         optimal=status == highspy.HighsModelStatus.kOptimal,
         solve_seconds=time.perf_counter() - start,
         variables=formulation.variables,
         constraints=formulation.constraints,
     )
+
+
+def _cost_bound(dual_bound: float, tie_budget: float) -> float:
+    """A lower bound on the transition cost: HiGHS' bound less the tie-break's share, rounded
+    up (costs are integers); 0 where HiGHS has no finite bound yet."""
+    if not math.isfinite(dual_bound):
+        return 0.0
+    return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6)))
 
 
 def _node_reprs(problem: LayoutProblem, solution: Solution) -> dict:

@@ -51,3 +51,20 @@ def test_ilp_is_optimal_valid_and_never_worse_than_a_heuristic(lowerings, model)
     for heuristic in HEURISTICS:
         assert results["ilp"][0] <= results[heuristic][0], heuristic
     assert results["ilp-bytes"][1] <= results["ilp"][1]
+
+
+class HurriedIlp(IlpLayout):
+    """The ILP with no time to prove anything."""
+
+    time_limit_seconds = 1e-6
+
+
+def test_time_limit_returns_a_flagged_feasible_assignment(lowerings):
+    lowering = lowerings.lowering("mobilevit_xs.unfused")
+    hurried = lowering.lower(HurriedIlp)
+    validator.validate(hurried)
+    summary = strategies.summarize(HurriedIlp, [p.layout_pass for p in hurried.partitions])
+    assert summary["optimal"] is False
+    assert summary["objective"] == len(metrics.transitions(hurried))
+    optimum = lowering.lower(strategies.get_strategy("ilp"))
+    assert summary["bound"] <= len(metrics.transitions(optimum)) <= summary["objective"]
