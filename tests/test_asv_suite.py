@@ -18,3 +18,16 @@ def test_suite_tracks_recorded_metrics(monkeypatch):
     assert bench.track_transition_bytes.unit == "bytes"
     with pytest.raises(NotImplementedError, match="BUFFER/HEIGHT_PACKED"):
         bench.setup(records, "synthetic_small", "tests.user_strategies:IgnoresOperatorRules")
+
+
+def test_ilp_scaling_suite_measures_formulation_and_optimality(monkeypatch):
+    from benchmarks import bench_ilp
+
+    monkeypatch.setattr(bench_ilp, "GRAPHS", ("synthetic_small",))
+    bench = bench_ilp.IlpScaling()
+    problems = bench.setup_cache()
+    bench.setup(problems, "synthetic_small", "count")
+    bench.time_solve(problems, "synthetic_small", "count")
+    assert bench.track_variables(problems, "synthetic_small", "count") > 0
+    assert bench.track_constraints(problems, "synthetic_small", "count") > 0
+    assert bench.track_proven_optimal(problems, "synthetic_small", "bytes") == 1
