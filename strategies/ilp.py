@@ -21,6 +21,7 @@ import operator
 import time
 from dataclasses import dataclass
 
+import executorch.backends.vulkan.utils as vk_utils
 import highspy
 import numpy as np
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import (
@@ -29,7 +30,6 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import (
 )
 from executorch.exir.pass_base import PassResult
 
-import executorch.backends.vulkan.utils as vk_utils
 from harness.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
 from strategies.layout_problem import (
@@ -40,7 +40,6 @@ from strategies.layout_problem import (
     packed_dim_info,
     to_tensor_repr,
 )
-
 
 OBJECTIVES = ("count", "bytes")
 

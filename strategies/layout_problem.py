@@ -19,6 +19,8 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkStorageType,
 )
 
+from harness.metrics import tensor_bytes
+
 Repr = tuple[VkStorageType, VkMemoryLayout]
 TensorKey = tuple[str, int]  # (producing node name, output index)
 
@@ -80,8 +82,6 @@ class LayoutProblem:
     def transition_cost(self, source: TensorKey, target: Repr, objective: str) -> float:
         if objective == "count":
             return 1.0
-        from harness.metrics import tensor_bytes
-
         tensor = self.tensors[source]
         return float(tensor_bytes(list(tensor.shape), tensor.element_bytes, *target))
 
