@@ -21,7 +21,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 
 from harness.vulkan_lowering import LoweredPartition, LoweredProgram
 
-TEXELS_PER_COMPONENT = 4  # an RGBA texel holds four elements along the packed dim
+ELEMENTS_PER_TEXEL = 4  # an RGBA texel holds four elements along the packed dim
 
 _VK_DTYPE_BYTES = {
     VkDataType.BOOL: 1,
@@ -42,7 +42,7 @@ def tensor_bytes(
     if storage == VkStorageType.BUFFER:
         return math.prod(dims) * element_bytes
     extents = vk_utils.required_image_extents(torch.Size(dims), layout)
-    return math.prod(extents) * TEXELS_PER_COMPONENT * element_bytes
+    return math.prod(extents) * ELEMENTS_PER_TEXEL * element_bytes
 
 
 def repr_name(representation: vk_utils.TensorRepr) -> str:

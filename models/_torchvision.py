@@ -23,13 +23,11 @@ def _torchvision_ops_load() -> bool:
     if spec is None or not spec.submodule_search_locations:
         return False
     for location in spec.submodule_search_locations:
-        for candidate in ("_C.so",):
-            path = f"{location}/{candidate}"
-            try:
-                torch.ops.load_library(path)
-                return True
-            except (OSError, RuntimeError):
-                continue
+        try:
+            torch.ops.load_library(f"{location}/_C.so")
+            return True
+        except (OSError, RuntimeError):
+            continue
     return False
 
 
