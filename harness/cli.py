@@ -115,6 +115,7 @@ def _render(records: list[dict], output_format: str) -> str:
     if output_format == "csv":
         return frame.to_csv(index=False)
     table = frame.set_index(["model", "strategy"])[list(TABLE_COLUMNS)]
+    table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")
     return table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
 
