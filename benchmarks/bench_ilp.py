@@ -1,18 +1,14 @@
 """asv suite: how the ILP's formulation and solve time scale.
 
 ``setup_cache`` lowers each graph to the layout pass once and keeps the extracted
-problems (plain data); ``time_solve`` measures HiGHS alone. Goals on the 2-core machine:
+problems (plain data); ``time_solve`` measures formulation plus HiGHS. Goals on the 2-core machine:
 5 s at ViT-S size, 60 s at 10,000 operators.
 """
-
-
-import executorch.backends.vulkan.utils as vk_utils
 
 import models
 from harness.export_cache import export_model
 from harness.vulkan_lowering import VulkanLowering
-from strategies.ilp import IlpLayout, formulate, solve
-from strategies.layout_problem import extract
+from strategies.ilp import formulate, partition_problems, solve
 
 GRAPHS = (
     "vit_small_patch16_224.unfused",
@@ -24,9 +20,7 @@ GRAPHS = (
 
 def layout_problems(model: str) -> list:
     """The layout problem of each partition of a model, as the ILP pass would see it."""
-    lowering = VulkanLowering.from_exported(export_model(models.create(model)))
-    layout_pass = IlpLayout(vk_utils.DEFAULT_TEXTURE_LIMITS)
-    return [extract(layout_pass, prefix.program.graph_module) for prefix in lowering.prefixes]
+    return partition_problems(VulkanLowering.from_exported(export_model(models.create(model))))
 
 
 class IlpScaling:

@@ -38,6 +38,7 @@ from strategies.layout_problem import (
     extract,
     infeasible_operators,
     packed_dim_info,
+    shared_packed_dim_infos,
     to_tensor_repr,
 )
 
@@ -107,7 +108,7 @@ class _Model:
 
 @dataclass
 class Formulation:
-    """The ILP of one problem: the model and the columns of its x and y variables."""
+    """The ILP of one problem: the model and the columns of its x, y, z and w variables."""
 
     model: _Model
     x: dict
@@ -189,7 +190,7 @@ def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[flo
     its members allow, the default representation where free), or None if none is obvious."""
     choice: dict = {}
     for members in _sync_components(problem):
-        common = set.intersection(*({packed_dim_info(r) for r in problem.domain_of(m)} for m in members))
+        common = shared_packed_dim_infos(problem, members)
         if not common:
             return None
         info = min(common, key=str)
@@ -279,6 +280,13 @@ def _node_reprs(problem: LayoutProblem, solution: Solution) -> dict:
         name: reprs[0] if len(reprs) == 1 else vk_utils.TensorReprList(reprs)
         for name, reprs in outputs.items()
     }
+
+
+def partition_problems(lowering) -> list[LayoutProblem]:
+    """The layout problem of each partition of a ``VulkanLowering``, as this pass sees it
+    under the partitioner's default texture limits."""
+    layout_pass = IlpLayout(vk_utils.DEFAULT_TEXTURE_LIMITS)
+    return [extract(layout_pass, prefix.program.graph_module) for prefix in lowering.prefixes]
 
 
 @register_strategy("ilp")

@@ -151,6 +151,11 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
     return problem
 
 
+def shared_packed_dim_infos(problem: LayoutProblem, members) -> set:
+    """The packed-dim infos every member's domain offers."""
+    return set.intersection(*({packed_dim_info(r) for r in problem.domain_of(m)} for m in members))
+
+
 def infeasible_operators(problem: LayoutProblem) -> list[str]:
     """Operators whose own constraints already admit nothing: an empty domain, or a sync
     group whose members share no packed-dim info."""
@@ -158,14 +163,10 @@ def infeasible_operators(problem: LayoutProblem) -> list[str]:
     for use in problem.uses:
         if not use.domain:
             names.add(use.op)
-    for key, outputs in problem.op_outputs.items():
+    for op_name, outputs in problem.op_outputs.items():
         if any(not problem.tensors[k].domain for k in outputs):
-            names.add(key)
+            names.add(op_name)
     for group in problem.sync_groups:
-        common = None
-        for member in group.members:
-            infos = {packed_dim_info(r) for r in problem.domain_of(member)}
-            common = infos if common is None else common & infos
-        if not common:
+        if not shared_packed_dim_infos(problem, group.members):
             names.add(group.op)
     return sorted(names)

@@ -1,12 +1,10 @@
 """The ILP strategy: equal to exhaustive search, and never worse than a heuristic."""
 
-import executorch.backends.vulkan.utils as vk_utils
 import pytest
 
 import strategies
 from harness import metrics, validator
-from strategies.ilp import IlpLayout, solve
-from strategies.layout_problem import extract
+from strategies.ilp import IlpLayout, partition_problems, solve
 
 from . import exhaustive
 from .conftest import QUICK_ZOO
@@ -15,15 +13,10 @@ RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(50)]
 HEURISTICS = ("bfs-downstream", "dfs-upstream", "all-width-packed")
 
 
-def _problems(lowering):
-    layout_pass = IlpLayout(vk_utils.DEFAULT_TEXTURE_LIMITS)  # the partitioner's default spec
-    return [extract(layout_pass, prefix.program.graph_module) for prefix in lowering.prefixes]
-
-
 def test_ilp_equals_exhaustive_search_on_random_graphs(lowerings):
     nontrivial = 0
     for name in RANDOM_GRAPHS:
-        for problem in _problems(lowerings.lowering(name)):
+        for problem in partition_problems(lowerings.lowering(name)):
             by_count = solve(problem, "count")
             by_bytes = solve(problem, "bytes")
             assert by_count.optimal and by_bytes.optimal
