@@ -1,4 +1,4 @@
-"""asv suite: what each strategy does on the quick zoo, lowered for ET-VK.
+"""asv suite: what each strategy does on the benchmark zoo (quick by default), lowered for ET-VK.
 
 ``setup_cache`` runs the whole sweep once (each model lowered to the layout pass once,
 shared by all strategies); the ``track_`` benchmarks only read its records.
@@ -6,24 +6,23 @@ shared by all strategies); the ``track_`` benchmarks only read its records.
 
 import tempfile
 
-import models
 import strategies
+from benchmarks._zoo import BENCH_MODELS
 from harness.records import RecordStore
 from harness.sweep import run_sweep
 
-QUICK_ZOO = models.list_models(zoo="quick")
 STRATEGIES = strategies.list_strategies()
 
 
 class VulkanLayout:
-    params = (QUICK_ZOO, STRATEGIES)
+    params = (BENCH_MODELS, STRATEGIES)
     param_names = ("model", "strategy")
     timeout = 3600
     version = "vulkan-layout-1"
 
     def setup_cache(self):
         with tempfile.TemporaryDirectory() as results:
-            records = run_sweep(QUICK_ZOO, STRATEGIES, "vulkan", RecordStore(results), fresh=True)
+            records = run_sweep(BENCH_MODELS, STRATEGIES, "vulkan", RecordStore(results), fresh=True)
         return {(r["model"], r["strategy"]): r for r in records}
 
     def setup(self, records, model, strategy):

@@ -45,6 +45,23 @@ def tensor_bytes(
     return math.prod(extents) * ELEMENTS_PER_TEXEL * element_bytes
 
 
+QUANTIZED_DTYPES = (torch.int8, torch.uint8)
+
+
+def layouts_for(dtype: torch.dtype) -> set:
+    """The memory layouts a tensor of ``dtype`` can be stored in: OpRepSets of layout-agnostic
+    ops also offer the PACKED_INT8 layouts, which only quantized tensors may take."""
+    if dtype in QUANTIZED_DTYPES:
+        return vk_utils.universal_memory_layout_set
+    return vk_utils.all_memory_layouts
+
+
+def node_values(node: torch.fx.Node) -> list:
+    """The fake tensors a node produces: one, or one per output of a multi-output op."""
+    val = node.meta["val"]
+    return list(val) if isinstance(val, (list, tuple)) else [val]
+
+
 def repr_name(representation: vk_utils.TensorRepr) -> str:
     """E.g. ``TEXTURE_3D/CHANNELS_PACKED``."""
     layout = representation.memory_layout.name.removeprefix("TENSOR_")
@@ -71,6 +88,18 @@ def is_transition(node: torch.fx.Node, prefix_node_names: frozenset) -> bool:
         node.op == "call_function"
         and node.target == exir_ops.edge.aten.clone.default
         and node.name not in prefix_node_names
+    )
+
+
+def own_clone_count(lowered: LoweredProgram) -> int:
+    """Clones the model itself has inside the delegate (not transitions)."""
+    return sum(
+        1
+        for p in lowered.partitions
+        for node in p.program.graph.nodes
+        if node.op == "call_function"
+        and node.target == exir_ops.edge.aten.clone.default
+        and node.name in p.prefix_node_names
     )
 
 

@@ -3,7 +3,8 @@
 Independently of how a strategy decided, every delegated operator must receive, on every
 non-constant tensor argument and output, a representation its ``OpRepSets`` accept, and
 tensors its registration synchronises must share packed-dim info (storage type and packed
-dim for float tensors), which is the pinned pass's meaning of "synced".
+dim for float tensors), which is the pinned pass's meaning of "synced", and no float tensor
+may be tagged with a PACKED_INT8 layout (agnostic ops' OpRepSets offer those to any tensor).
 """
 
 import operator
@@ -13,7 +14,7 @@ import torch
 from executorch.backends.vulkan.op_registry import get_op_features, has_impl
 
 from harness.errors import InvalidAssignmentError
-from harness.metrics import is_transition, repr_name
+from harness.metrics import is_transition, layouts_for, node_values, repr_name
 from harness.vulkan_lowering import LoweredPartition, LoweredProgram
 
 
@@ -40,6 +41,12 @@ def _fail(node, what: str, got, accepted) -> InvalidAssignmentError:
 def _node_reprs(node) -> list:
     representation = vk_utils.get_node_repr(node)
     return list(representation) if isinstance(representation, list) else [representation]
+
+
+def _check_dtype(node: torch.fx.Node) -> None:
+    for val, representation in zip(node_values(node), _node_reprs(node)):
+        if representation is not None and representation.memory_layout not in layouts_for(val.dtype):
+            raise _fail(node, f"{val.dtype} tensor", repr_name(representation), "a layout for its dtype")
 
 
 def _check_op(node: torch.fx.Node, texture_limits) -> None:
@@ -90,6 +97,7 @@ def validate_partition(partition: LoweredPartition) -> int:
             if vk_utils.get_node_repr(node) != source_reprs[node.args[1]]:
                 raise _fail(node, "getitem", _node_reprs(node), source_reprs[node.args[1]])
             continue
+        _check_dtype(node)
         _check_op(node, partition.texture_limits)
         checked += 1
     return checked

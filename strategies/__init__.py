@@ -1,6 +1,6 @@
 """Layout strategies: TagMemoryMetaPass subclasses, one module each, behind one registry."""
 
-from strategies import all_width_packed, bfs_downstream, dfs_upstream, ilp  # noqa: F401
+from strategies import all_width_packed, bfs_downstream, bfs_refined, dfs_upstream, ilp  # noqa: F401
 from strategies._registry import (
     ENTRY_POINT_GROUP,
     get_strategy,

@@ -17,17 +17,13 @@ Forced choices (singleton domains) are fixed by HiGHS' presolve.
 """
 
 import math
-import operator
 import time
 from dataclasses import dataclass
 
 import executorch.backends.vulkan.utils as vk_utils
 import highspy
 import numpy as np
-from executorch.backends.vulkan._passes.tag_memory_meta_pass import (
-    TagMemoryMetaPass,
-    set_arg_node_repr_or_transition,
-)
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
 from harness.errors import InvalidAssignmentError
@@ -35,11 +31,13 @@ from strategies._registry import register_strategy
 from strategies.layout_problem import (
     DEFAULT_REPR,
     LayoutProblem,
+    apply_assignment,
     extract,
     infeasible_operators,
+    needed_transitions,
     packed_dim_info,
     shared_packed_dim_infos,
-    to_tensor_repr,
+    sync_components,
 )
 
 OBJECTIVES = ("count", "bytes")
@@ -167,29 +165,11 @@ def formulate(problem: LayoutProblem, objective: str = "count") -> Formulation:
     return Formulation(model, x, y, tie_break * len(problem.tensors), z, w_columns)
 
 
-def _sync_components(problem: LayoutProblem) -> list[list]:
-    """Members that must share packed-dim info, merged across the groups of one operator."""
-    parent: dict = {}
-
-    def root(member):
-        while parent.setdefault(member, member) != member:
-            member = parent[member]
-        return member
-
-    for group in problem.sync_groups:
-        for member in group.members[1:]:
-            parent[root(member)] = root(group.members[0])
-    components: dict = {}
-    for member in list(parent):
-        components.setdefault(root(member), []).append(member)
-    return list(components.values())
-
-
 def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[float] | None:
     """Column values of a feasible assignment (each sync component on a packed-dim info all
     its members allow, the default representation where free), or None if none is obvious."""
     choice: dict = {}
-    for members in _sync_components(problem):
+    for members in sync_components(problem):
         common = shared_packed_dim_infos(problem, members)
         if not common:
             return None
@@ -243,12 +223,7 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
 
     tensor_reprs = {key: chosen(choices) for key, choices in x.items()}
     use_reprs = [chosen(choices) for choices in y]
-    needed = {
-        (source, r)
-        for use, r in zip(problem.uses, use_reprs)
-        for source in use.sources
-        if tensor_reprs[source] != r
-    }
+    needed = needed_transitions(problem, tensor_reprs, use_reprs)
     cost = sum(problem.transition_cost(s, r, objective) for s, r in needed)
     return Solution(
         tensor_reprs=tensor_reprs,
@@ -269,17 +244,6 @@ def _cost_bound(dual_bound: float, tie_budget: float) -> float:
     if not math.isfinite(dual_bound):
         return 0.0
     return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6)))
-
-
-def _node_reprs(problem: LayoutProblem, solution: Solution) -> dict:
-    """The representation to set on each node: one, or a list for a multi-output op."""
-    outputs: dict = {}
-    for key, tensor in problem.tensors.items():
-        outputs.setdefault(tensor.node, []).append(to_tensor_repr(solution.tensor_reprs[key]))
-    return {
-        name: reprs[0] if len(reprs) == 1 else vk_utils.TensorReprList(reprs)
-        for name, reprs in outputs.items()
-    }
 
 
 def partition_problems(lowering) -> list[LayoutProblem]:
@@ -303,25 +267,11 @@ class IlpLayout(TagMemoryMetaPass):
     def call(self, graph_module):
         problem = extract(self, graph_module)
         self.solution = solution = solve(problem, self.objective, self.time_limit_seconds)
-        nodes = {node.name: node for node in graph_module.graph.nodes}
-        for node_name, reprs in _node_reprs(problem, solution).items():
-            vk_utils.set_node_repr(nodes[node_name], reprs)
-        for node in graph_module.graph.nodes:
-            if node.target == operator.getitem and self.is_valid_op_node(node):
-                self.set_op_node_tensor_reprs(graph_module, node)
-
-        transition_cache: dict = {}
-        for use, representation in zip(problem.uses, solution.use_reprs):
-            set_arg_node_repr_or_transition(
-                graph_module, nodes[use.op], use.arg_index, to_tensor_repr(representation),
-                True, transition_cache,
-            )
-        if len(transition_cache) != solution.transitions:
+        inserted = apply_assignment(self, graph_module, problem, solution.tensor_reprs, solution.use_reprs)
+        if inserted != solution.transitions:
             raise InvalidAssignmentError(
-                f"ILP solution needs {solution.transitions} transitions but the pass inserted "
-                f"{len(transition_cache)}"
+                f"ILP solution needs {solution.transitions} transitions but the pass inserted {inserted}"
             )
-        graph_module.recompile()
         return PassResult(graph_module, True)
 
     @classmethod

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import executorch.backends.vulkan.utils as vk_utils
 import torch
-from executorch.backends.vulkan.op_registry import get_op_features
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node_repr_or_transition
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkMemoryLayout,
     VkStorageType,
 )
 
-from harness.metrics import tensor_bytes
+from harness.metrics import layouts_for, node_values, tensor_bytes
 
 Repr = tuple[VkStorageType, VkMemoryLayout]
 TensorKey = tuple[str, int]  # (producing node name, output index)
@@ -27,10 +27,11 @@ TensorKey = tuple[str, int]  # (producing node name, output index)
 DEFAULT_REPR: Repr = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACKED)
 
 
-def reprs_of(repset: vk_utils.TensorRepSet) -> list[Repr]:
-    """The representations a TensorRepSet allows, in a fixed order."""
-    return [(VkStorageType.BUFFER, layout) for layout in sorted(repset.valid_buffer_layouts)] + [
-        (VkStorageType.TEXTURE_3D, layout) for layout in sorted(repset.valid_texture_layouts)
+def reprs_of(repset: vk_utils.TensorRepSet, dtype: torch.dtype) -> list[Repr]:
+    """The representations a TensorRepSet allows a tensor of ``dtype``, in a fixed order."""
+    layouts = layouts_for(dtype)
+    return [(VkStorageType.BUFFER, layout) for layout in sorted(repset.valid_buffer_layouts & layouts)] + [
+        (VkStorageType.TEXTURE_3D, layout) for layout in sorted(repset.valid_texture_layouts & layouts)
     ]
 
 
@@ -96,11 +97,6 @@ def _tensor_key(node: torch.fx.Node) -> TensorKey:
     return (node.name, 0)
 
 
-def _vals(node: torch.fx.Node) -> list:
-    val = node.meta["val"]
-    return list(val) if isinstance(val, (list, tuple)) else [val]
-
-
 def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
     """The problem the pass faces on ``graph_module``; ``layout_pass`` supplies the pass's
     own notions of which nodes are operators and tensors, and its texture limits."""
@@ -109,11 +105,12 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
     for node in graph_module.graph.nodes:
         if not layout_pass.is_valid_op_node(node) or node.target == operator.getitem:
             continue
-        repsets = get_op_features(node.target).make_op_repsets(node, layout_pass.texture_limits)
+        # The pass's own cache: a strategy that also runs the pass builds each OpRepSets once.
+        repsets = layout_pass.get_node_cached_repsets(node)
         outputs = []
-        for k, val in enumerate(_vals(node)):
+        for k, val in enumerate(node_values(node)):
             key = (node.name, k)
-            domain = reprs_of(repsets.get_out_repset(k))
+            domain = reprs_of(repsets.get_out_repset(k), val.dtype)
             if layout_pass.force_fp16:
                 domain = [r for r in domain if r[0] == VkStorageType.TEXTURE_3D] or domain
             problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape), val.element_size())
@@ -125,12 +122,12 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
             if not layout_pass.is_non_constant_tensor_node(arg):
                 continue
             members = arg if isinstance(arg, (list, tuple)) else [arg]
-            domain = reprs_of(repsets.get_arg_repset(i))
+            domain = reprs_of(repsets.get_arg_repset(i), node_values(members[0])[0].dtype)
             sources = [_tensor_key(m) for m in members]
             for member, key in zip(members, sources):
                 consumer_domains.setdefault(key, []).extend(domain)
                 if key not in problem.tensors and member.target != operator.getitem:
-                    val = _vals(member)[0]
+                    val = node_values(member)[0]
                     problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape), val.element_size())
             use_indices[i] = len(problem.uses)
             problem.uses.append(Use(node.name, i, sources, domain))
@@ -149,6 +146,76 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
         if not tensor.domain:
             tensor.domain = sorted(set(consumer_domains.get(key, [DEFAULT_REPR])))
     return problem
+
+
+def needed_transitions(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> set:
+    """The clones an assignment needs: one per (source tensor, representation read)."""
+    return {
+        (source, r)
+        for use, r in zip(problem.uses, use_reprs)
+        for source in use.sources
+        if tensor_reprs[source] != r
+    }
+
+
+def read_assignment(problem: LayoutProblem, graph_module: torch.fx.GraphModule) -> tuple[dict, list]:
+    """The (tensor, use) representations a finished pass left on ``graph_module``: a use
+    reads its argument node's representation, which is a clone's where one was inserted."""
+    nodes = {node.name: node for node in graph_module.graph.nodes}
+
+    def representation(node, index=0) -> Repr:
+        tensor_repr = vk_utils.get_node_repr(node)
+        if isinstance(tensor_repr, (list, tuple)):
+            tensor_repr = tensor_repr[index]
+        return (tensor_repr.storage_type, tensor_repr.memory_layout)
+
+    tensor_reprs = {key: representation(nodes[t.node], key[1]) for key, t in problem.tensors.items()}
+    use_reprs = []
+    for use in problem.uses:
+        arg = nodes[use.op].args[use.arg_index]
+        use_reprs.append(representation(arg[0] if isinstance(arg, (list, tuple)) else arg))
+    return tensor_reprs, use_reprs
+
+
+def apply_assignment(layout_pass, graph_module, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> int:
+    """Tag every tensor with its representation and insert the clones the uses need, with
+    the pass's own machinery (``set_arg_node_repr_or_transition`` and its transition
+    cache); returns the number of clones inserted."""
+    outputs: dict = {}
+    for key, tensor in problem.tensors.items():
+        outputs.setdefault(tensor.node, []).append(to_tensor_repr(tensor_reprs[key]))
+    nodes = {node.name: node for node in graph_module.graph.nodes}
+    for name, reprs in outputs.items():
+        vk_utils.set_node_repr(nodes[name], reprs[0] if len(reprs) == 1 else vk_utils.TensorReprList(reprs))
+    for node in graph_module.graph.nodes:
+        if node.target == operator.getitem and layout_pass.is_valid_op_node(node):
+            layout_pass.set_op_node_tensor_reprs(graph_module, node)
+
+    transition_cache: dict = {}
+    for use, representation in zip(problem.uses, use_reprs):
+        set_arg_node_repr_or_transition(
+            graph_module, nodes[use.op], use.arg_index, to_tensor_repr(representation), True, transition_cache
+        )
+    graph_module.recompile()
+    return len(transition_cache)
+
+
+def sync_components(problem: LayoutProblem) -> list[list]:
+    """Members that must share packed-dim info, merged across the groups of one operator."""
+    parent: dict = {}
+
+    def root(member):
+        while parent.setdefault(member, member) != member:
+            member = parent[member]
+        return member
+
+    for group in problem.sync_groups:
+        for member in group.members[1:]:
+            parent[root(member)] = root(group.members[0])
+    components: dict = {}
+    for member in list(parent):
+        components.setdefault(root(member), []).append(member)
+    return list(components.values())
 
 
 def shared_packed_dim_infos(problem: LayoutProblem, members) -> set:

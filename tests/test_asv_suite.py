@@ -6,7 +6,7 @@ from benchmarks import bench_vulkan_layout as suite
 
 
 def test_suite_tracks_recorded_metrics(monkeypatch):
-    monkeypatch.setattr(suite, "QUICK_ZOO", ["synthetic_small"])
+    monkeypatch.setattr(suite, "BENCH_MODELS", ["synthetic_small"])
     monkeypatch.setattr(suite, "STRATEGIES", ["bfs-downstream", "tests.user_strategies:IgnoresOperatorRules"])
     bench = suite.VulkanLayout()
     records = bench.setup_cache()
@@ -31,3 +31,16 @@ def test_ilp_scaling_suite_measures_formulation_and_optimality(monkeypatch):
     assert bench.track_variables(problems, "synthetic_small", "count") > 0
     assert bench.track_constraints(problems, "synthetic_small", "count") > 0
     assert bench.track_proven_optimal(problems, "synthetic_small", "bytes") == 1
+
+
+def test_pass_time_suite_compares_each_strategy_with_bfs(monkeypatch):
+    from benchmarks import bench_layout_pass
+
+    monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small"])
+    monkeypatch.setattr(bench_layout_pass, "STRATEGIES", ["bfs-refined"])
+    monkeypatch.setattr(bench_layout_pass, "REPEATS", 1)
+    bench = bench_layout_pass.LayoutPassTime()
+    medians = bench.setup_cache()
+    assert set(medians["synthetic_small"]) == {"bfs-downstream", "bfs-refined"}
+    assert bench.track_pass_seconds(medians, "synthetic_small", "bfs-refined") > 0
+    assert bench.track_pass_time_vs_bfs(medians, "synthetic_small", "bfs-downstream") == 1.0

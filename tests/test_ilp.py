@@ -10,7 +10,7 @@ from . import exhaustive
 from .conftest import QUICK_ZOO
 
 RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(50)]
-HEURISTICS = ("bfs-downstream", "dfs-upstream", "all-width-packed")
+HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
 
 
 def test_ilp_equals_exhaustive_search_on_random_graphs(lowerings):

@@ -6,7 +6,7 @@ import strategies
 from harness import validator
 from harness.errors import InvalidAssignmentError, UnknownNameError
 
-BUILT_INS = {"bfs-downstream", "dfs-upstream", "all-width-packed"}
+BUILT_INS = {"bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed"}
 
 
 def test_built_ins_are_registered_pass_subclasses():
@@ -82,3 +82,11 @@ def test_validator_names_node_representation_and_accepted_set(lowerings):
     assert "BUFFER/HEIGHT_PACKED" in message
     assert "accepts TensorRepSet(" in message
     assert message.split(" ")[0] in {n.name for p in lowered.partitions for n in p.program.graph.nodes}
+
+
+def test_validator_rejects_a_float_tensor_in_a_packed_int8_layout(lowerings):
+    lowered = lowerings.lowering("synthetic_small").lower(
+        strategies.get_strategy("tests.user_strategies:FloatAsPackedInt8")
+    )
+    with pytest.raises(InvalidAssignmentError, match="torch.float32 tensor got BUFFER/PACKED_INT8_4W"):
+        validator.validate(lowered)

@@ -33,3 +33,10 @@ class IgnoresOperatorRules(TagMemoryMetaPass):
 
 class NotAPass:
     """Not a TagMemoryMetaPass: naming it must fail clearly."""
+
+
+class FloatAsPackedInt8(AllWidthPacked):
+    """Deliberately invalid: prefers a PACKED_INT8 buffer layout, which layout-agnostic ops'
+    OpRepSets offer to float tensors too, although a float tensor cannot be stored so."""
+
+    preferred = vk_utils.TensorRepSet({VkMemoryLayout.PACKED_INT8_4W}, set())

@@ -1,0 +1,225 @@
+"""``bfs-refined``: ExecuTorch 1.5.1's pass, then a local search that only ever removes clones."""
+
+import time
+from collections import Counter
+
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+from executorch.exir.pass_base import PassResult
+
+from harness.errors import InvalidAssignmentError
+from strategies._registry import register_strategy
+from strategies.layout_problem import (
+    LayoutProblem,
+    apply_assignment,
+    extract,
+    needed_transitions,
+    packed_dim_info,
+    read_assignment,
+    sync_components,
+)
+
+
+class LocalSearch:
+    """Moves whole *regions* of an assignment to one packed-dim info while that lowers the
+    number of transitions.
+
+    A unit is a sync component (the tensors and uses that must share packed-dim info) or a
+    lone tensor or use. For a target packed-dim info ``p``, a region is a connected set of
+    units that all accept ``p``, linked by the tensor -> use edges that currently need no
+    clone: a run of layout-agnostic ops agreeing with each other. A region moves as one,
+    so a chain can change representation without paying a clone at every step; a single
+    unit moves alone when its neighbours do not accept ``p``. Moves are taken only when
+    they strictly lower the count, in a fixed order, so the result is deterministic and
+    never worse than the start.
+    """
+
+    max_region = 256  # units per move: bounds the search on graphs with long agreeing runs
+    patience = 32  # units a move may grow past its best point before it stops
+
+    def __init__(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list):
+        self.problem = problem
+        self.reprs = {("tensor", key): r for key, r in tensor_reprs.items()}
+        self.reprs.update({("use", i): r for i, r in enumerate(use_reprs)})
+        grouped = sync_components(problem)
+        in_groups = {member for members in grouped for member in members}
+        self.units = grouped + [[m] for m in self.reprs if m not in in_groups]
+        self.unit_of = {member: u for u, members in enumerate(self.units) for member in members}
+        # Per unit: packed-dim info -> the representation each member takes under it.
+        self.choices = [self._choices(members) for members in self.units]
+
+        self.uses_of: dict = {key: [] for key in problem.tensors}
+        for index, use in enumerate(problem.uses):
+            for source in use.sources:
+                self.uses_of[source].append(index)
+        self.reads = {key: Counter() for key in problem.tensors}
+        for index, use in enumerate(problem.uses):
+            for source in use.sources:
+                self.reads[source][use_reprs[index]] += 1
+
+    def _choices(self, members) -> dict:
+        infos = None
+        for member in members:
+            offered = {packed_dim_info(r) for r in self.problem.domain_of(member)}
+            infos = offered if infos is None else infos & offered
+        choices = {}
+        for info in sorted(infos, key=str):
+            picks = {}
+            for member in members:
+                matching = [r for r in self.problem.domain_of(member) if packed_dim_info(r) == info]
+                picks[member] = self.reprs[member] if self.reprs[member] in matching else matching[0]
+            choices[info] = picks
+        return choices
+
+    def tensor_reprs(self) -> dict:
+        return {key: self.reprs[("tensor", key)] for key in self.problem.tensors}
+
+    def use_reprs(self) -> list:
+        return [self.reprs[("use", i)] for i in range(len(self.problem.uses))]
+
+    def _source_cost(self, source) -> int:
+        own = self.reprs[("tensor", source)]
+        return sum(1 for r, n in self.reads[source].items() if n and r != own)
+
+    def _set(self, member, representation) -> None:
+        kind, ref = member
+        if kind == "use":
+            for source in self.problem.uses[ref].sources:
+                self.reads[source][self.reprs[member]] -= 1
+                self.reads[source][representation] += 1
+        self.reprs[member] = representation
+
+    def _affected_sources(self, members) -> set:
+        sources = set()
+        for kind, ref in members:
+            if kind == "tensor":
+                sources.add(ref)
+            else:
+                sources.update(self.problem.uses[ref].sources)
+        return sources
+
+    def _move(self, unit, info) -> int:
+        """Move one unit to ``info``; returns the change in the number of transitions."""
+        changes = [(m, r) for m, r in self.choices[unit][info].items() if self.reprs[m] != r]
+        sources = self._affected_sources(member for member, _ in changes)
+        before = sum(self._source_cost(s) for s in sources)
+        for member, r in changes:
+            self.undo_log.append((member, self.reprs[member]))
+            self._set(member, r)
+        return sum(self._source_cost(s) for s in sources) - before
+
+    def _undo_to(self, length: int) -> None:
+        while len(self.undo_log) > length:
+            self._set(*self.undo_log.pop())
+
+    def _agreeing_neighbours(self, unit):
+        """Units joined to ``unit`` by a tensor -> use edge that needs no clone now."""
+        for kind, ref in self.units[unit]:
+            own = self.reprs[(kind, ref)]
+            if kind == "tensor":
+                neighbours = [("use", index) for index in self.uses_of[ref]]
+            else:
+                neighbours = [("tensor", source) for source in self.problem.uses[ref].sources]
+            for member in neighbours:
+                if self.reprs[member] == own:
+                    yield self.unit_of[member]
+
+    def grow(self, seeds: list[int], info) -> bool:
+        """Move ``seeds`` to ``info``, then, breadth-first, each unit that agreed with a moved
+        one and accepts ``info``; keep the prefix of that order that removes the most
+        transitions (none if none removes any)."""
+        start = len(self.undo_log)
+        region, queue = set(seeds), list(seeds)
+        delta, best, best_length, best_step = 0, 0, start, 0
+        for step, unit in enumerate(queue):
+            if step >= self.max_region or step - best_step > self.patience:
+                break
+            followers = list(self._agreeing_neighbours(unit))
+            delta += self._move(unit, info)
+            if delta < best:
+                best, best_length, best_step = delta, len(self.undo_log), step
+            for follower in followers:
+                if follower not in region and info in self.choices[follower]:
+                    region.add(follower)
+                    queue.append(follower)
+        self._undo_to(best_length)
+        return best < 0
+
+    def _transition_moves(self):
+        """For each transition (source, representation read): move the source's side to
+        what is read or the readers' side to the source's representation."""
+        for source, reads in self.reads.items():
+            own = self.reprs[("tensor", source)]
+            for r, count in sorted(reads.items(), key=str):
+                if not count or r == own:
+                    continue
+                source_unit = self.unit_of[("tensor", source)]
+                readers = sorted({self.unit_of[("use", i)] for i in self.uses_of[source]
+                                  if self.reprs[("use", i)] == r})
+                yield [source_unit], packed_dim_info(r)
+                yield readers, packed_dim_info(own)
+
+    def run(self, max_rounds: int = 50) -> None:
+        self.undo_log = []
+        for _ in range(max_rounds):
+            improved = False
+            for seeds, info in list(self._transition_moves()):
+                if all(info in self.choices[u] for u in seeds):
+                    improved |= self.grow(seeds, info)
+            if not improved:
+                return
+
+
+def refine(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
+    search = LocalSearch(problem, tensor_reprs, use_reprs)
+    search.run()
+    return search.tensor_reprs(), search.use_reprs()
+
+
+@register_strategy("bfs-refined")
+class BfsRefined(TagMemoryMetaPass):
+    """The pinned pass (``bfs-downstream``), then :class:`LocalSearch` over its result.
+
+    Fixes the residual-stream flip-flop of the 1.5.1 pass: an agnostic op (``view_copy``,
+    ``add``) whose downstream BFS reaches a channels-packed consumer first is tagged
+    channels-packed although its producer and most of its readers are width-packed, so
+    the stream pays a clone in and a clone out. Moving that op, or the whole agreeing
+    run of agnostic ops around it, back to its neighbours' packed dim removes both
+    clones at the price of at most one. When the search finds nothing, the graph is
+    exactly what the pass produced; otherwise the pass's clones are removed and the
+    refined assignment is applied with the pass's own transition insertion.
+    """
+
+    def call(self, graph_module):
+        problem = extract(self, graph_module)
+        names_before = {node.name for node in graph_module.graph.nodes}
+        super().call(graph_module)
+        tensor_reprs, use_reprs = read_assignment(problem, graph_module)
+        self.bfs_transitions = len(needed_transitions(problem, tensor_reprs, use_reprs))
+
+        start = time.perf_counter()
+        refined = refine(problem, tensor_reprs, use_reprs)
+        self.search_seconds = time.perf_counter() - start
+        self.transitions = len(needed_transitions(problem, *refined))
+        if self.transitions < self.bfs_transitions:
+            _remove_nodes_added_since(graph_module, names_before)
+            inserted = apply_assignment(self, graph_module, problem, *refined)
+            if inserted != self.transitions:
+                raise InvalidAssignmentError(
+                    f"bfs-refined needs {self.transitions} transitions but the pass inserted {inserted}"
+                )
+        return PassResult(graph_module, True)
+
+    @classmethod
+    def summarize(cls, passes) -> dict:
+        return {
+            "bfs_transitions": sum(p.bfs_transitions for p in passes),
+            "search_seconds": sum(p.search_seconds for p in passes),
+        }
+
+
+def _remove_nodes_added_since(graph_module, names_before: set) -> None:
+    """Undo the pass's clones: each reader goes back to the clone's source."""
+    for node in reversed(list(graph_module.graph.nodes)):
+        if node.name not in names_before:
+            node.replace_all_uses_with(node.args[0])
+            graph_module.graph.erase_node(node)
