@@ -24,6 +24,7 @@ TABLE_COLUMNS = (
     "pass_seconds",
     "optimal",
 )
+RUN_COLUMNS = ("runtime", "latency_ms_median", "peak_rss_bytes", "max_abs_error", "transition_time_share")
 
 
 def _quiet_libraries(verbose: bool) -> None:
@@ -34,6 +35,12 @@ def _quiet_libraries(verbose: bool) -> None:
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
+    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", default="results", help="results directory (JSON Lines, resumable)")
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
     compare.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
+    running = compare.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)")
+    running.add_argument("--et-runner", help="executor_runner built with Vulkan (default: $LAYOUTBENCH_ET_RUNNER, "
+                         "else ExecuTorch pybindings if they have VulkanBackend)")
+    running.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
+    running.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
     return parser
 
 
@@ -114,8 +126,10 @@ def _render(records: list[dict], output_format: str) -> str:
     frame = with_excess(pd.DataFrame(records))
     if output_format == "csv":
         return frame.to_csv(index=False)
-    table = frame.set_index(["model", "strategy"])[list(TABLE_COLUMNS)]
-    table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")
+    columns = [c for c in (*TABLE_COLUMNS, *RUN_COLUMNS) if c in frame.columns]
+    table = frame.set_index(["model", "strategy"])[columns]
+    if "optimal" in table:
+        table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")
     return table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
 
@@ -123,14 +137,16 @@ def _compare(args) -> int:
     import models
     import strategies
     from harness.records import IDENTITY_KEYS, RecordStore, latest
-    from harness.sweep import check_target, run_sweep
+    from harness.runners import RunSettings
+    from harness.sweep import RunOptions, check_target, run_sweep
 
     model_names = models.resolve_models(args.models, args.zoo)
     strategy_names = strategies.resolve_strategies(args.strategies)
     target = check_target(args.target)
     store = RecordStore(args.out)
     with _RichProgress(len(model_names) * len(strategy_names)) as progress:
-        run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh)
+        options = RunOptions(args.et_runner, RunSettings(warmup=args.warmup, iterations=args.iterations))
+        run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh, run_options=options)
 
     wanted = {(m, s, target) for m in model_names for s in strategy_names}
     records = [
@@ -142,6 +158,9 @@ def _compare(args) -> int:
     failed = [r for r in records if r["status"] == "failed"]
     for record in failed:
         print(f"{PROGRAM}: {record['model']} / {record['strategy']}: {record['reason']}", file=sys.stderr)
+    skip_reasons = {r["reason"] for r in records if r["status"] == "skipped"}
+    for reason in sorted(skip_reasons):
+        print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
     print(f"{PROGRAM}: {len(records)} records in {store.path}", file=sys.stderr)
     return 1 if failed else 0
 

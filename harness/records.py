@@ -27,6 +27,12 @@ METRIC_KEYS = (
     "prefix_seconds",
     "export_seconds",
     "pte_bytes",
+    "latency_ms_median",
+    "latency_ms_min",
+    "latency_ms_max",
+    "peak_rss_bytes",
+    "max_abs_error",
+    "transition_time_share",
 )
 COLUMNS = (*IDENTITY_KEYS, "status", "reason", *METRIC_KEYS, "optimal")
 STATUSES = ("ok", "skipped", "failed")
@@ -100,6 +106,8 @@ OPTIMUM_STRATEGY = "ilp"
 def with_excess(frame: pd.DataFrame) -> pd.DataFrame:
     """Add ``excess_transitions``: transitions over the ILP optimum of the same model and
     target (null where the model has no ok ILP record)."""
+    if "transitions" not in frame.columns:
+        return frame.assign(excess_transitions=None)
     optimum = frame[(frame["strategy"] == OPTIMUM_STRATEGY) & (frame["status"] == "ok")]
     optimum = optimum.set_index(["model", "target"])["transitions"].rename("optimum_transitions")
     joined = frame.join(optimum, on=["model", "target"])

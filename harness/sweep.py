@@ -5,8 +5,11 @@ strategy then finishes its own copy. A model or strategy that fails becomes a ``
 record with the reason, and the sweep goes on.
 """
 
+import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import models
 import strategies
@@ -15,9 +18,10 @@ from harness.errors import LayoutbenchError, UnknownNameError
 from harness.export_cache import export_model
 from harness.provenance import provenance
 from harness.records import RecordStore, identity, make_record
+from harness.runners import NO_RUNTIME_REASON, RunSettings, find_runtime, measure_run
 from harness.vulkan_lowering import VulkanLowering
 
-TARGETS = ("vulkan",)
+TARGETS = ("vulkan", "vulkan-run")
 
 
 class SilentProgress:
@@ -43,8 +47,9 @@ def _describe(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else 'no message'}"
 
 
-def measure_vulkan(lowering: VulkanLowering, strategy_name: str) -> dict:
-    """Finish the lowering with one strategy, validate it, serialize it, measure it."""
+def measure_vulkan(lowering: VulkanLowering, strategy_name: str) -> tuple[bytes, dict]:
+    """Finish the lowering with one strategy, validate it, serialize it, measure it;
+    returns the program and its record fields."""
     strategy_cls = strategies.get_strategy(strategy_name)
     lowered = lowering.lower(strategy_cls)
     validator.validate(lowered)
@@ -66,9 +71,33 @@ def measure_vulkan(lowering: VulkanLowering, strategy_name: str) -> dict:
         "serialize_seconds": serialize_seconds,
         "prefix_seconds": lowering.prefix_seconds,
         "pte_bytes": len(pte),
+        "own_clones": metrics.own_clone_count(lowered),
     }
     fields.update(strategies.summarize(strategy_cls, [p.layout_pass for p in lowered.partitions]))
-    return fields
+    return pte, fields
+
+
+@dataclass
+class RunOptions:
+    """How ``vulkan-run`` runs programs: which runtime, how many inferences."""
+
+    et_runner: str | None = None
+    settings: RunSettings = field(default_factory=RunSettings)
+
+
+class WrongAnswer(LayoutbenchError):
+    """The program ran but its outputs differ from eager PyTorch's."""
+
+
+def run_program(pte: bytes, model: str, strategy: str, exported, runtime, options: RunOptions,
+                out_dir: Path, own_clones: bool) -> dict:
+    """Write the .pte under ``out_dir/programs`` and run it; the run's record fields."""
+    path = out_dir / "programs" / model / f"{strategy.replace(':', '.')}.pte"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pte)
+    with tempfile.TemporaryDirectory() as workdir:
+        return measure_run(runtime, path, exported.module(), exported.example_inputs[0],
+                           options.settings, Path(workdir), own_clones)
 
 
 def run_sweep(
@@ -78,10 +107,13 @@ def run_sweep(
     store: RecordStore,
     progress=None,
     fresh: bool = False,
+    run_options: RunOptions | None = None,
 ) -> list[dict]:
     """Run what is not yet recorded; returns the records of this plan (old and new)."""
     check_target(target)
     progress = progress or SilentProgress()
+    run_options = run_options or RunOptions()
+    runtime = find_runtime(run_options.et_runner) if target == "vulkan-run" else None
     versions = provenance()
     done = set() if fresh else store.completed()
     produced = []
@@ -101,6 +133,10 @@ def run_sweep(
         progress.advance(len(strategy_names) - len(pending))
         if not pending:
             continue
+        if target == "vulkan-run" and runtime is None:
+            for strategy in pending:
+                emit(model, strategy, "skipped", NO_RUNTIME_REASON)
+            continue
         progress.stage(f"{model}: export")
         try:
             start = time.perf_counter()
@@ -116,10 +152,20 @@ def run_sweep(
         shared = {"export_seconds": export_seconds, "input_shapes": spec.input_shapes}
         for strategy in pending:
             progress.stage(f"{model}: {strategy}")
+            fields = {}
             try:
-                fields = measure_vulkan(lowering, strategy)
+                pte, fields = measure_vulkan(lowering, strategy)
+                if runtime is not None:
+                    progress.stage(f"{model}: {strategy} on {runtime.name}")
+                    fields.update(run_program(pte, model, strategy, exported, runtime, run_options,
+                                              store.directory, fields["own_clones"] > 0))
+                    if fields["max_abs_error"] > fields["error_tolerance"]:
+                        raise WrongAnswer(
+                            f"outputs differ from eager PyTorch: max abs error {fields['max_abs_error']:.3g} "
+                            f"> tolerance {fields['error_tolerance']:.3g}"
+                        )
             except Exception as error:
-                emit(model, strategy, "failed", _describe(error), **shared)
+                emit(model, strategy, "failed", _describe(error), **shared, **fields)
                 continue
             emit(model, strategy, "ok", **shared, **fields)
     return produced

@@ -1,0 +1,60 @@
+"""asv suite: inference time and peak memory of each strategy's program on an ET-VK runtime.
+
+Needs a runtime (``LAYOUTBENCH_ET_RUNNER`` or pybindings with VulkanBackend); without one
+``setup`` raises NotImplementedError, which asv reports as skipped. With pybindings the
+program is loaded in ``setup`` and one ``execute`` is timed; an executor_runner is timed as
+one process running one inference (program load included).
+"""
+
+import tempfile
+from pathlib import Path
+
+import models
+from benchmarks._zoo import BENCH_MODELS
+from harness.export_cache import export_model
+from harness.runners import NO_RUNTIME_REASON, Pybindings, find_runtime
+from harness.sweep import measure_vulkan
+from harness.vulkan_lowering import VulkanLowering
+from strategies import list_strategies
+
+STRATEGIES = list_strategies()
+
+
+class VulkanInference:
+    params = (BENCH_MODELS, STRATEGIES)
+    param_names = ("model", "strategy")
+    timeout = 1800
+    version = "vulkan-inference-1"
+
+    def setup(self, model, strategy):
+        self.runtime = find_runtime(None)
+        if self.runtime is None:
+            raise NotImplementedError(NO_RUNTIME_REASON)
+        exported = export_model(models.create(model))
+        pte, _ = measure_vulkan(VulkanLowering.from_exported(exported), strategy)
+        self.workdir = tempfile.TemporaryDirectory()
+        self.pte = Path(self.workdir.name) / "program.pte"
+        self.pte.write_bytes(pte)
+        self.inputs = list(exported.example_inputs[0])
+        if isinstance(self.runtime, Pybindings):
+            from executorch.runtime import Runtime
+
+            self.method = Runtime.get().load_program(self.pte).load_method("forward")
+            self.method.execute(self.inputs)
+        else:
+            self.input_files = self.runtime.write_inputs(self.inputs, Path(self.workdir.name))
+
+    def teardown(self, model, strategy):
+        self.workdir.cleanup()
+
+    def _infer(self):
+        if isinstance(self.runtime, Pybindings):
+            self.method.execute(self.inputs)
+        else:
+            self.runtime.execute(self.pte, self.input_files, 1, Path(self.workdir.name))
+
+    def time_vulkan_inference(self, model, strategy):
+        self._infer()
+
+    def peakmem_vulkan_inference(self, model, strategy):
+        self._infer()

@@ -1,0 +1,239 @@
+"""Run a .pte on an ExecuTorch runtime: latency, peak memory, outputs, optional ETDump.
+
+Two runtimes, found in this order (``find_runtime``):
+
+- an ``executor_runner`` binary (``--et-runner PATH`` or ``LAYOUTBENCH_ET_RUNNER``), driven
+  through its flags; a Release build prints no timing, so one inference is timed from
+  outside as (wall(N + 1 executions) - wall(1 execution)) / N;
+- ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
+  registered there (the pip wheel has XNNPACK but not Vulkan).
+
+Both run the program in a child process, so its peak resident memory is that process's
+alone (``os.wait4``), and both return the same :class:`RunResult`.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from harness.errors import LayoutbenchError
+
+RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
+NO_RUNTIME_REASON = (
+    "no ExecuTorch runtime with the Vulkan backend: pass --et-runner PATH (or set "
+    f"{RUNNER_ENV}) to an executor_runner built with -DEXECUTORCH_BUILD_VULKAN=ON, or install "
+    "ExecuTorch pybindings built with Vulkan"
+)
+
+
+class RuntimeFailure(LayoutbenchError):
+    """The runtime could not run the program (it crashed, or rejected the program)."""
+
+
+@dataclass
+class RunSettings:
+    warmup: int = 1
+    iterations: int = 10
+    repeats: int = 3  # executor_runner: wall-clock differences taken, median reported
+
+
+@dataclass
+class RunResult:
+    latencies_ms: list[float]
+    outputs: list[torch.Tensor]
+    peak_rss_bytes: int
+    etdump: Path | None
+
+    def summary(self) -> dict:
+        return {
+            "latency_ms_median": statistics.median(self.latencies_ms),
+            "latency_ms_min": min(self.latencies_ms),
+            "latency_ms_max": max(self.latencies_ms),
+        }
+
+
+def _run_child(command: list[str], cwd: Path, label: str) -> tuple[float, int]:
+    """Run one child process; returns (wall seconds, its peak RSS in bytes)."""
+    start = time.perf_counter()
+    with open(cwd / "stderr.txt", "wb") as stderr:
+        child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    lines = [line for line in (cwd / "stderr.txt").read_text(errors="replace").splitlines() if line.strip()]
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        last = lines[-1].strip() if lines else "no message"
+        raise RuntimeFailure(f"{label} exited with {code}: {last}")
+    return wall, usage.ru_maxrss * 1024
+
+
+class ExecutorRunner:
+    """An ``executor_runner`` binary the user built (with the backend linked in)."""
+
+    name = "executor_runner"
+
+    def __init__(self, path: str):
+        self.path = Path(path).expanduser()
+        if not (self.path.is_file() and os.access(self.path, os.X_OK)):
+            raise LayoutbenchError(f"executor_runner '{path}' is not an executable file; check --et-runner / {RUNNER_ENV}")
+
+    @staticmethod
+    def write_inputs(inputs: list, workdir: Path) -> list[str]:
+        """Each input's raw bytes in its own file, as ``--inputs`` expects."""
+        paths = []
+        for index, tensor in enumerate(inputs):
+            path = workdir / f"input-{index}.bin"
+            path.write_bytes(tensor.contiguous().numpy().tobytes())
+            paths.append(str(path))
+        return paths
+
+    def execute(self, pte: Path, input_files: list[str], count: int, workdir: Path) -> tuple[float, int]:
+        """One runner process doing ``count`` inferences: (wall seconds, peak RSS bytes)."""
+        return _run_child([
+            str(self.path), f"--model_path={pte}", f"--inputs={','.join(input_files)}",
+            f"--num_executions={count}", f"--output_file={workdir / 'output'}",
+            "--print_output=none", f"--etdump_path={workdir / 'model.etdump'}",
+        ], workdir, f"executor_runner {self.path}")
+
+    def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
+        input_files = self.write_inputs(inputs, workdir)
+        etdump = workdir / "model.etdump"
+
+        def execute(count: int) -> tuple[float, int]:
+            return self.execute(pte, input_files, count, workdir)
+
+        # A Release build prints no timing: one inference = the wall-clock difference
+        # between N + 1 executions and 1, divided by N (load and set-up cancel out).
+        peak = 0
+        for _ in range(settings.warmup):
+            peak = max(peak, execute(1)[1])
+        latencies = []
+        for _ in range(settings.repeats):
+            one, rss_one = execute(1)
+            many, rss_many = execute(settings.iterations + 1)
+            peak = max(peak, rss_one, rss_many)
+            latencies.append(max(0.0, many - one) / settings.iterations * 1000)
+        # The runner writes each output's raw bytes to <base>-<index>.bin.
+        outputs = [
+            torch.frombuffer(bytearray((workdir / f"output-{i}.bin").read_bytes()), dtype=like.dtype).reshape(like.shape)
+            for i, like in enumerate(output_like)
+        ]
+        return RunResult(latencies, outputs, peak, etdump if etdump.exists() and etdump.stat().st_size else None)
+
+
+class Pybindings:
+    """ExecuTorch's Python runtime, run in a child process (``harness.pybindings_worker``)."""
+
+    name = "pybindings"
+
+    def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
+        torch.save(inputs, workdir / "inputs.pt")
+        _, peak = _run_child([
+            sys.executable, "-m", "harness.pybindings_worker", str(pte), str(workdir),
+            str(settings.warmup), str(settings.iterations),
+        ], workdir, "the pybindings runtime")
+        result = torch.load(workdir / "result.pt")
+        etdump = workdir / "model.etdump"
+        return RunResult(result["latencies_ms"], result["outputs"], peak, etdump if etdump.exists() else None)
+
+
+def pybindings_backends() -> list[str]:
+    """Backends registered in this environment's ExecuTorch pybindings."""
+    from executorch.runtime import Runtime
+
+    return list(Runtime.get().backend_registry.registered_backend_names)
+
+
+def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
+    """The runtime to use, or None (the caller marks its records skipped)."""
+    path = et_runner or os.environ.get(RUNNER_ENV)
+    if path:
+        return ExecutorRunner(shutil.which(path) or path)
+    if backend in pybindings_backends():
+        return Pybindings()
+    return None
+
+
+ERROR_TOLERANCE = 1e-3
+TRANSITION_OPERATOR = "aten.clone.default"
+TOTAL_EVENTS = ("ETVK_COMPUTE_GRAPH_EXECUTE", "Method::execute")
+
+
+def _operator_name(event_name: str) -> str | None:
+    """ET-VK names its dispatch events with JSON carrying the operator's name."""
+    try:
+        event = json.loads(event_name)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(event, dict):
+        return None
+    operator = event.get("operator")
+    return operator.get("name") if isinstance(operator, dict) else event.get("operator.name")
+
+
+def transition_time_share(etdump: Path) -> float | None:
+    """Share of the execution spent in clone dispatches, read with ExecuTorch's Inspector;
+    None where the ETDump has no total to divide by."""
+    from executorch.devtools import Inspector
+
+    frame = Inspector(etdump_path=str(etdump)).to_dataframe()
+    times = frame.set_index("event_name")["avg (ms)"]
+    total = next((float(times[name].max()) for name in TOTAL_EVENTS if name in times.index), None)
+    if not total:
+        return None
+    clones = [t for name, t in times.items() if _operator_name(name) == TRANSITION_OPERATOR]
+    return float(sum(clones)) / total
+
+
+def flat_outputs(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for item in value for t in flat_outputs(item)]
+
+
+def max_abs_error(outputs: list, reference: list) -> float:
+    if len(outputs) != len(reference):
+        raise RuntimeFailure(f"program returned {len(outputs)} outputs, eager PyTorch {len(reference)}")
+    errors = []
+    for index, (got, expected) in enumerate(zip(outputs, reference)):
+        if tuple(got.shape) != tuple(expected.shape):
+            raise RuntimeFailure(f"output {index} has shape {tuple(got.shape)}, eager PyTorch {tuple(expected.shape)}")
+        errors.append(float((got.double() - expected.double()).abs().max()) if got.numel() else 0.0)
+    return max(errors, default=0.0)
+
+
+def tolerance(reference: list) -> float:
+    """Allowed max abs error: 1e-3 of the largest reference magnitude (at least 1e-3)."""
+    largest = max((float(t.abs().max()) for t in reference if t.numel()), default=0.0)
+    return ERROR_TOLERANCE * max(1.0, largest)
+
+
+def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
+                workdir: Path, own_clones: bool = False) -> dict:
+    """Run ``pte`` and compare with ``eager`` on ``inputs``; the record fields of one run.
+    ``own_clones``: the program has clones of its own, so clone time is not all transitions."""
+    with torch.no_grad():
+        reference = [t.detach() for t in flat_outputs(eager(*inputs))]
+    workdir.mkdir(parents=True, exist_ok=True)
+    result = runtime.run(pte, list(inputs), reference, settings, workdir)
+    error = max_abs_error(result.outputs, reference)
+    fields = {
+        **result.summary(),
+        "iterations": settings.iterations,
+        "peak_rss_bytes": result.peak_rss_bytes,
+        "max_abs_error": error,
+        "error_tolerance": tolerance(reference),
+        "transition_time_share": None
+        if result.etdump is None or own_clones
+        else transition_time_share(result.etdump),
+        "runtime": runtime.name,
+    }
+    return fields

@@ -1,0 +1,121 @@
+"""``--target vulkan-run``: runtime discovery, the runners, and the records they produce.
+
+The pip wheel has no Vulkan runtime, so the runner code is exercised for real on an
+XNNPACK program through the pybindings and through a stand-in executor_runner; a real
+executor_runner is used when ``LAYOUTBENCH_ET_RUNNER`` names one.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+from harness import cli, runners
+from harness.records import RecordStore
+from harness.sweep import RunOptions, run_sweep
+
+SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
+
+
+@pytest.fixture(scope="module")
+def xnnpack_program(lowerings, tmp_path_factory):
+    """synthetic_small lowered for XNNPACK (and portable kernels): a program the pip runtime runs."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    exported = lowerings.exported("synthetic_small")
+    program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
+    path = tmp_path_factory.mktemp("xnnpack") / "synthetic_small.pte"
+    path.write_bytes(program.buffer)
+    return path, exported
+
+
+@pytest.fixture
+def no_runtime(monkeypatch):
+    monkeypatch.delenv(runners.RUNNER_ENV, raising=False)
+    assert "VulkanBackend" not in runners.pybindings_backends(), "this test needs a machine without ET-VK"
+
+
+def test_without_a_runtime_records_are_skipped_with_the_reason(tmp_path, capsys, no_runtime):
+    code = cli.main(["compare", "--models", "resnet18", "--target", "vulkan-run",
+                     "--strategies", "bfs-downstream,bfs-refined", "--out", str(tmp_path), "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    records = json.loads(captured.out)
+    assert [r["status"] for r in records] == ["skipped", "skipped"]
+    assert all(r["reason"] == runners.NO_RUNTIME_REASON for r in records)
+    assert f"skipped: {runners.NO_RUNTIME_REASON}" in captured.err
+    assert "--et-runner" in runners.NO_RUNTIME_REASON
+
+
+def test_asv_marks_inference_benchmarks_skipped_without_a_runtime(no_runtime):
+    from benchmarks import bench_vulkan_inference
+
+    with pytest.raises(NotImplementedError, match="no ExecuTorch runtime with the Vulkan backend"):
+        bench_vulkan_inference.VulkanInference().setup("synthetic_small", "bfs-downstream")
+
+
+def test_a_bad_runner_path_is_one_clear_error(tmp_path, capsys):
+    code = cli.main(["compare", "--models", "resnet18", "--target", "vulkan-run",
+                     "--et-runner", str(tmp_path / "missing"), "--out", str(tmp_path)])
+    assert code == 2
+    assert "is not an executable file" in capsys.readouterr().err
+
+
+def test_pybindings_measure_a_real_program(xnnpack_program, tmp_path):
+    path, exported = xnnpack_program
+    fields = runners.measure_run(runners.Pybindings(), path, exported.module(), exported.example_inputs[0],
+                                 SETTINGS, tmp_path)
+    assert fields["runtime"] == "pybindings"
+    assert 0 < fields["latency_ms_min"] <= fields["latency_ms_median"] <= fields["latency_ms_max"]
+    assert fields["iterations"] == 3
+    assert 50e6 < fields["peak_rss_bytes"] < 8e9  # the child process: Python, torch, the program
+    assert fields["max_abs_error"] < 1e-4 < fields["error_tolerance"]
+    assert fields["transition_time_share"] == 0.0  # ETDump read; an XNNPACK program has no clones
+
+
+def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
+    path, exported = xnnpack_program
+
+    def off_by_one(*inputs):
+        return [t + 1 for t in runners.flat_outputs(exported.module()(*inputs))]
+
+    fields = runners.measure_run(runners.Pybindings(), path, off_by_one, exported.example_inputs[0], SETTINGS, tmp_path)
+    assert fields["max_abs_error"] == pytest.approx(1.0, abs=1e-4)
+    assert fields["max_abs_error"] > fields["error_tolerance"]
+
+
+def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path):
+    path, exported = xnnpack_program
+    wrapper = tmp_path / "executor_runner"
+    stand_in = os.path.join(os.path.dirname(__file__), "fake_executor_runner.py")
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {stand_in} \"$@\"\n")
+    wrapper.chmod(0o755)
+    fields = runners.measure_run(runners.ExecutorRunner(str(wrapper)), path, exported.module(),
+                                 exported.example_inputs[0], SETTINGS, tmp_path / "work")
+    assert fields["runtime"] == "executor_runner"
+    assert fields["max_abs_error"] < 1e-4
+    assert fields["latency_ms_median"] >= 0 and fields["peak_rss_bytes"] > 0
+    assert fields["transition_time_share"] is None  # the stand-in writes no ETDump
+
+
+def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, monkeypatch):
+    # The pybindings have no VulkanBackend, so loading the ET-VK program fails in the child.
+    monkeypatch.setattr("harness.sweep.find_runtime", lambda et_runner: runners.Pybindings())
+    records = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
+                        run_options=RunOptions(settings=SETTINGS))
+    assert records[0]["status"] == "failed"
+    assert records[0]["reason"].startswith("the pybindings runtime exited with")
+    assert records[0]["transitions"] >= 0  # the layout metrics are kept beside the failure
+    assert (tmp_path / "programs" / "synthetic_small" / "bfs-downstream.pte").stat().st_size > 0
+
+
+@pytest.mark.skipif(not os.environ.get(runners.RUNNER_ENV), reason=f"{runners.RUNNER_ENV} is not set")
+def test_real_executor_runner_runs_every_strategy(tmp_path):
+    records = run_sweep(["synthetic_small"], ["bfs-downstream", "bfs-refined"], "vulkan-run",
+                        RecordStore(tmp_path), run_options=RunOptions(settings=SETTINGS))
+    for record in records:
+        assert record["status"] == "ok", record["reason"]
+        assert record["runtime"] == "executor_runner"
+        assert record["max_abs_error"] <= record["error_tolerance"]
