@@ -5,7 +5,20 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: test bench venv clean
+.PHONY: test bench venv system-deps clean
+
+# Debian packages the tests need: graphviz renders `explain --graph`, chromium opens the
+# report and the graph headless. Installed only where missing.
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium
+APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
+
+system-deps:
+	@missing=""; for entry in $(SYSTEM_PACKAGES); do \
+	  command -v $${entry#*:} >/dev/null || missing="$$missing $${entry%%:*}"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $$missing; \
+	fi
 
 venv: $(STAMP)
 
@@ -17,11 +30,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m pytest
 
 bench: $(STAMP)
 	$(VENV)/bin/layoutbench compare --zoo quick --strategies all --out $(RESULTS)
+	$(VENV)/bin/layoutbench report $(RESULTS)
 
 clean:
 	rm -rf $(VENV) $(RESULTS) *.egg-info

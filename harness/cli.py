@@ -69,7 +69,87 @@ def _parser() -> argparse.ArgumentParser:
                          "else ExecuTorch pybindings if they have VulkanBackend)")
     running.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
     running.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
+    explain = commands.add_parser("explain", help="why each transition of one strategy exists")
+    explain.add_argument("model")
+    explain.add_argument("--strategy", required=True)
+    explain.add_argument("--vs", help="a second strategy: where the two disagree")
+    explain.add_argument("--format", choices=("table", "json"), default="table")
+    explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
+
+    report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
+    report.add_argument("results", help="results directory written by compare")
+    report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
     return parser
+
+
+def _explain(args) -> int:
+    import models
+    import strategies
+    from harness import validator
+    from harness.explain import compare_strategies, transitions_table
+    from harness.export_cache import export_model
+    from harness.vulkan_lowering import VulkanLowering
+
+    models.resolve_models(args.model)
+    names = [args.strategy] + ([args.vs] if args.vs else [])
+    classes = [strategies.get_strategy(name) for name in names]
+    print(f"{PROGRAM}: lowering {args.model}", file=sys.stderr)
+    lowering = VulkanLowering.from_exported(export_model(models.create(args.model)))
+    lowered = [lowering.lower(cls) for cls in classes]
+    for program in lowered:
+        validator.validate(program)
+    table = transitions_table(lowered[0])
+    result = {"model": args.model, "strategy": args.strategy, "transitions": table}
+    if args.vs:
+        differing, only_one = compare_strategies(lowered[0], lowered[1], (args.strategy, args.vs))
+        result.update(vs=args.vs, vs_transitions=len(transitions_table(lowered[1])),
+                      differing_nodes=differing, transitions_only_in_one=only_one)
+    if args.graph:
+        from harness.graph_view import write
+
+        path = write(lowered[0], f"{args.model} / {args.strategy}", args.graph)
+        print(f"{PROGRAM}: graph written to {path}", file=sys.stderr)
+    print(_render_explanation(result, args.format))
+    return 0
+
+
+def _render_explanation(result: dict, output_format: str) -> str:
+    import pandas as pd
+
+    if output_format == "json":
+        return json.dumps(
+            {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
+            indent=1, default=str,
+        )
+    table = result["transitions"]
+    lines = [
+        f"{result['model']} / {result['strategy']}: {len(table)} transitions "
+        f"({int(table['forced'].sum())} forced by the reader's registration, the rest follow the strategy's "
+        "own choices), "
+        f"{int(table['bytes'].sum())} bytes",
+        table.drop(columns=["partition"]).to_string(index=False) if len(table) else "(none)",
+    ]
+    if "vs" in result:
+        differing, only_one = result["differing_nodes"], result["transitions_only_in_one"]
+        lines += [
+            "",
+            f"{result['vs']}: {result['vs_transitions']} transitions; {len(differing)} nodes tagged differently:",
+            differing.to_string(index=False) if len(differing) else "(none)",
+            "",
+            "transitions only one strategy has:",
+            only_one[["only_in", "source", "before", "after", "consumer", "constraint"]].to_string(index=False)
+            if len(only_one) else "(none)",
+        ]
+    return "\n".join(lines)
+
+
+def _report(args) -> int:
+    from harness.report import write_report
+
+    html = write_report(args.results, args.out)
+    print(f"{PROGRAM}: report written to {html} (Markdown: {html.with_suffix('.md')})", file=sys.stderr)
+    print(html)
+    return 0
 
 
 def _list(args) -> int:
@@ -171,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     from harness.errors import LayoutbenchError
 
     try:
-        return _list(args) if args.command == "list" else _compare(args)
+        command = {"list": _list, "compare": _compare, "explain": _explain, "report": _report}[args.command]
+        return command(args)
     except LayoutbenchError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2

@@ -62,6 +62,11 @@ def node_values(node: torch.fx.Node) -> list:
     return list(val) if isinstance(val, (list, tuple)) else [val]
 
 
+def op_name(target) -> str:
+    """An operator's name, e.g. ``aten.linear.default`` (``str`` of an edge op is its schema)."""
+    return getattr(target, "__name__", str(target))
+
+
 def repr_name(representation: vk_utils.TensorRepr) -> str:
     """E.g. ``TEXTURE_3D/CHANNELS_PACKED``."""
     layout = representation.memory_layout.name.removeprefix("TENSOR_")

@@ -190,22 +190,31 @@ class BfsRefined(TagMemoryMetaPass):
     """
 
     def call(self, graph_module):
-        problem = extract(self, graph_module)
         names_before = {node.name for node in graph_module.graph.nodes}
         super().call(graph_module)
-        tensor_reprs, use_reprs = read_assignment(problem, graph_module)
-        self.bfs_transitions = len(needed_transitions(problem, tensor_reprs, use_reprs))
+        inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
+        self.bfs_transitions = self.transitions = len(inserted)
+        self.refine_seconds = 0.0  # reading the problem off the graph, and the search
+        if not inserted:  # nothing to remove: the pass's result stands
+            return PassResult(graph_module, True)
 
         start = time.perf_counter()
+        problem = extract(self, graph_module, inserted)
+        tensor_reprs, use_reprs = read_assignment(problem, graph_module)
+        if len(needed_transitions(problem, tensor_reprs, use_reprs)) != len(inserted):
+            raise InvalidAssignmentError(
+                f"bfs-refined read {len(needed_transitions(problem, tensor_reprs, use_reprs))} transitions "
+                f"off the pass's result, which inserted {len(inserted)}"
+            )
         refined = refine(problem, tensor_reprs, use_reprs)
-        self.search_seconds = time.perf_counter() - start
+        self.refine_seconds = time.perf_counter() - start
         self.transitions = len(needed_transitions(problem, *refined))
         if self.transitions < self.bfs_transitions:
-            _remove_nodes_added_since(graph_module, names_before)
-            inserted = apply_assignment(self, graph_module, problem, *refined)
-            if inserted != self.transitions:
+            _remove_nodes(graph_module, inserted)
+            applied = apply_assignment(self, graph_module, problem, *refined)
+            if applied != self.transitions:
                 raise InvalidAssignmentError(
-                    f"bfs-refined needs {self.transitions} transitions but the pass inserted {inserted}"
+                    f"bfs-refined needs {self.transitions} transitions but the pass inserted {applied}"
                 )
         return PassResult(graph_module, True)
 
@@ -213,13 +222,13 @@ class BfsRefined(TagMemoryMetaPass):
     def summarize(cls, passes) -> dict:
         return {
             "bfs_transitions": sum(p.bfs_transitions for p in passes),
-            "search_seconds": sum(p.search_seconds for p in passes),
+            "refine_seconds": sum(p.refine_seconds for p in passes),
         }
 
 
-def _remove_nodes_added_since(graph_module, names_before: set) -> None:
+def _remove_nodes(graph_module, names: frozenset) -> None:
     """Undo the pass's clones: each reader goes back to the clone's source."""
     for node in reversed(list(graph_module.graph.nodes)):
-        if node.name not in names_before:
+        if node.name in names:
             node.replace_all_uses_with(node.args[0])
             graph_module.graph.erase_node(node)

@@ -97,13 +97,15 @@ def _tensor_key(node: torch.fx.Node) -> TensorKey:
     return (node.name, 0)
 
 
-def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
+def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset = frozenset()) -> LayoutProblem:
     """The problem the pass faces on ``graph_module``; ``layout_pass`` supplies the pass's
-    own notions of which nodes are operators and tensors, and its texture limits."""
+    own notions of which nodes are operators and tensors, and its texture limits.
+    ``inserted`` names clones a pass already inserted: they are seen through, so the
+    problem is the one the pass started from."""
     problem = LayoutProblem()
     consumer_domains: dict[TensorKey, list[Repr]] = {}
     for node in graph_module.graph.nodes:
-        if not layout_pass.is_valid_op_node(node) or node.target == operator.getitem:
+        if not layout_pass.is_valid_op_node(node) or node.target == operator.getitem or node.name in inserted:
             continue
         # The pass's own cache: a strategy that also runs the pass builds each OpRepSets once.
         repsets = layout_pass.get_node_cached_repsets(node)
@@ -121,7 +123,7 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule) -> LayoutProblem:
         for i, arg in enumerate(node.args):
             if not layout_pass.is_non_constant_tensor_node(arg):
                 continue
-            members = arg if isinstance(arg, (list, tuple)) else [arg]
+            members = [m.args[0] if m.name in inserted else m for m in (arg if isinstance(arg, (list, tuple)) else [arg])]
             domain = reprs_of(repsets.get_arg_repset(i), node_values(members[0])[0].dtype)
             sources = [_tensor_key(m) for m in members]
             for member, key in zip(members, sources):

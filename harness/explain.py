@@ -1,0 +1,131 @@
+"""Why each transition exists, and where two strategies disagree.
+
+Rows are read off a lowered program: every clone the pass inserted (the same ones
+``metrics.transitions`` counts), each reader of that clone with the argument it feeds, and
+the reader's registration (a fresh ``OpRepSets``) to say what ruled out reading the source
+as it is: the argument's accepted set, the output the argument is synced with, or the
+sync of the reader's arguments. A transition none of these forces is the strategy's choice.
+"""
+
+import executorch.backends.vulkan.utils as vk_utils
+import pandas as pd
+import torch
+from executorch.backends.vulkan.op_registry import get_op_features
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
+
+from harness.metrics import is_transition, layouts_for, op_name, partition_transitions, repr_name
+from harness.vulkan_lowering import LoweredProgram
+
+TRANSITION_COLUMNS = (
+    "partition", "source", "before", "after", "consumer", "arg_index", "consumer_op", "forced", "constraint",
+    "shape", "dtype", "bytes", "clone",
+)
+
+
+def repset_name(repset: vk_utils.TensorRepSet) -> str:
+    """E.g. ``TEXTURE_3D/{CHANNELS_PACKED} | BUFFER/{WIDTH_PACKED,CHANNELS_PACKED}``."""
+    parts = []
+    for storage, layouts in (("TEXTURE_3D", repset.valid_texture_layouts), ("BUFFER", repset.valid_buffer_layouts)):
+        names = sorted(layout.name.removeprefix("TENSOR_") for layout in layouts)
+        if names:
+            parts.append(f"{storage}/{{{','.join(names)}}}")
+    return " | ".join(parts) or "anything"
+
+
+def _packed_dim_infos(repset: vk_utils.TensorRepSet) -> set:
+    return {vk_utils.PackedDimInfo.from_repr(layout, storage)
+            for storage, layouts in ((VkStorageType.TEXTURE_3D, repset.valid_texture_layouts),
+                                     (VkStorageType.BUFFER, repset.valid_buffer_layouts))
+            for layout in layouts}
+
+
+def constraint(reader, arg_index: int, source_repr, repsets: vk_utils.OpRepSets, dtype) -> tuple[bool, str]:
+    """(forced, why): what in the reader's registration rules out reading the source as it
+    is. Forced means no choice of the strategy could have avoided it at this reader."""
+    name = op_name(reader.target)
+    accepted = filtered(repsets.get_arg_repset(arg_index), dtype)
+    if not accepted.is_compatible(source_repr):
+        return True, f"{name} arg {arg_index} accepts {repset_name(accepted)}"
+    source_info = vk_utils.PackedDimInfo.from_repr(source_repr.memory_layout, source_repr.storage_type)
+    if repsets.sync_primary_io_repr and arg_index == repsets.primary_arg_idx:
+        output = filtered(repsets.get_out_repset(0), dtype)
+        if source_info not in _packed_dim_infos(output):
+            return True, f"{name} syncs input and output; its output accepts {repset_name(output)}"
+        tagged = vk_utils.get_node_repr(reader)
+        tagged = tagged[0] if isinstance(tagged, list) else tagged
+        return False, f"{name} syncs input and output; the strategy tagged the output {repr_name(tagged)}"
+    tensor_args = [a for a in reader.args if isinstance(a, (torch.fx.Node, list, tuple))]
+    if repsets.sync_args_repr and len(tensor_args) > 1:
+        return False, f"{name} syncs its arguments; the strategy chose another packed dim for them"
+    return False, "strategy's choice"
+
+
+def filtered(repset: vk_utils.TensorRepSet, dtype) -> vk_utils.TensorRepSet:
+    """The part of a repset a tensor of ``dtype`` can take."""
+    layouts = layouts_for(dtype)
+    return vk_utils.TensorRepSet(repset.valid_buffer_layouts & layouts, repset.valid_texture_layouts & layouts)
+
+
+def transitions_table(lowered: LoweredProgram) -> pd.DataFrame:
+    """One row per transition the strategy inserted, with the readers that needed it
+    (readers sharing one clone are joined with ``;``)."""
+    rows = []
+    for index, partition in enumerate(lowered.partitions):
+        nodes = {node.name: node for node in partition.program.graph.nodes}
+        for transition in partition_transitions(index, partition):
+            clone = nodes[transition.node]
+            source_repr = vk_utils.get_node_repr(clone.args[0])
+            if isinstance(source_repr, list):  # a getitem's source: one repr per output
+                source_repr = source_repr[0]
+            dtype = clone.meta["val"].dtype
+            readers, ops, arg_indices, reasons = [], [], [], []
+            for reader in clone.users:
+                repsets = get_op_features(reader.target).make_op_repsets(reader, partition.texture_limits)
+                for i, arg in enumerate(reader.args):
+                    if clone in (arg if isinstance(arg, (list, tuple)) else [arg]):
+                        readers.append(reader.name)
+                        ops.append(op_name(reader.target))
+                        arg_indices.append(str(i))
+                        reasons.append(constraint(reader, i, source_repr, repsets, dtype))
+            rows.append({
+                "partition": index, "clone": transition.node, "source": transition.source,
+                "consumer": "; ".join(readers), "arg_index": "; ".join(arg_indices),
+                "consumer_op": "; ".join(ops), "before": transition.before, "after": transition.after,
+                "shape": "x".join(map(str, transition.shape)), "dtype": transition.dtype,
+                "bytes": transition.bytes, "forced": any(forced for forced, _ in reasons),
+                "constraint": "; ".join(dict.fromkeys(why for _, why in reasons)),
+            })
+    return pd.DataFrame(rows, columns=list(TRANSITION_COLUMNS))
+
+
+def node_representations(lowered: LoweredProgram) -> pd.Series:
+    """The representation of every tagged node that existed before the pass, by
+    (partition, node); multi-output nodes list one per output."""
+    reprs = {}
+    for index, partition in enumerate(lowered.partitions):
+        for node in partition.program.graph.nodes:
+            if is_transition(node, partition.prefix_node_names):
+                continue
+            if not vk_utils.has_node_spec_attr(node, "etvk_node_repr"):
+                continue
+            tagged = vk_utils.get_node_repr(node)
+            if tagged is None:
+                continue
+            tagged = tagged if isinstance(tagged, list) else [tagged]
+            reprs[(index, node.name)] = ", ".join(repr_name(r) for r in tagged if r is not None)
+    return pd.Series(reprs, name="representation", dtype=object)
+
+
+def compare_strategies(lowered: LoweredProgram, other: LoweredProgram, names: tuple[str, str]):
+    """(nodes whose representation differs, transitions only one strategy has)."""
+    first, second = node_representations(lowered), node_representations(other)
+    both = pd.concat([first.rename(names[0]), second.rename(names[1])], axis=1, join="inner")
+    differing = both[both[names[0]] != both[names[1]]].rename_axis(["partition", "node"]).reset_index()
+
+    def keyed(table):
+        return table.set_index(["partition", "source", "after"])
+
+    a, b = keyed(transitions_table(lowered)), keyed(transitions_table(other))
+    only_a = a.loc[a.index.difference(b.index)].reset_index().assign(only_in=names[0])
+    only_b = b.loc[b.index.difference(a.index)].reset_index().assign(only_in=names[1])
+    return differing, pd.concat([only_a, only_b], ignore_index=True)
