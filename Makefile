@@ -33,9 +33,10 @@ $(STAMP): pyproject.toml
 test: $(STAMP) system-deps
 	$(PY) -m pytest
 
+# The report is written even when some records failed; the exit status is compare's.
 bench: $(STAMP)
-	$(VENV)/bin/layoutbench compare --zoo quick --strategies all --out $(RESULTS)
-	$(VENV)/bin/layoutbench report $(RESULTS)
+	$(VENV)/bin/layoutbench compare --zoo quick --strategies all --out $(RESULTS); status=$$?; \
+	$(VENV)/bin/layoutbench report $(RESULTS) && exit $$status
 
 clean:
 	rm -rf $(VENV) $(RESULTS) *.egg-info

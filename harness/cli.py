@@ -206,7 +206,8 @@ def _render(records: list[dict], output_format: str) -> str:
     frame = with_excess(pd.DataFrame(records))
     if output_format == "csv":
         return frame.to_csv(index=False)
-    columns = [c for c in (*TABLE_COLUMNS, *RUN_COLUMNS) if c in frame.columns]
+    columns = [c for c in TABLE_COLUMNS if c in frame.columns]
+    columns += [c for c in RUN_COLUMNS if c in frame.columns and frame[c].notna().any()]
     table = frame.set_index(["model", "strategy"])[columns]
     if "optimal" in table:
         table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")

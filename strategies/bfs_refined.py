@@ -57,17 +57,21 @@ class LocalSearch:
                 self.reads[source][use_reprs[index]] += 1
 
     def _choices(self, members) -> dict:
-        infos = None
+        """For each packed-dim info all members offer: the representation each takes (its
+        current one where that has the info, else its first with it)."""
+        grouped = {}
         for member in members:
-            offered = {packed_dim_info(r) for r in self.problem.domain_of(member)}
-            infos = offered if infos is None else infos & offered
+            by_info: dict = {}
+            for r in self.problem.domain_of(member):
+                by_info.setdefault(packed_dim_info(r), []).append(r)
+            grouped[member] = by_info
+        infos = set.intersection(*(set(by_info) for by_info in grouped.values()))
         choices = {}
-        for info in sorted(infos, key=str):
-            picks = {}
-            for member in members:
-                matching = [r for r in self.problem.domain_of(member) if packed_dim_info(r) == info]
-                picks[member] = self.reprs[member] if self.reprs[member] in matching else matching[0]
-            choices[info] = picks
+        for info in sorted(infos, key=lambda i: (i.packed_dim, i.packed_dim_block_size)):
+            choices[info] = {
+                member: self.reprs[member] if self.reprs[member] in by_info[info] else by_info[info][0]
+                for member, by_info in grouped.items()
+            }
         return choices
 
     def tensor_reprs(self) -> dict:
@@ -149,7 +153,7 @@ class LocalSearch:
         what is read or the readers' side to the source's representation."""
         for source, reads in self.reads.items():
             own = self.reprs[("tensor", source)]
-            for r, count in sorted(reads.items(), key=str):
+            for r, count in sorted(reads.items(), key=lambda item: (item[0][0].value, item[0][1].value)):
                 if not count or r == own:
                     continue
                 source_unit = self.unit_of[("tensor", source)]

@@ -8,6 +8,7 @@ extracts exactly that structure, with domains and sync groups taken from the sam
 the tests) speaks about the same choices.
 """
 
+import functools
 import operator
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ def reprs_of(repset: vk_utils.TensorRepSet, dtype: torch.dtype) -> list[Repr]:
     ]
 
 
+@functools.cache  # a handful of representations, asked about constantly by the searches
 def packed_dim_info(representation: Repr) -> vk_utils.PackedDimInfo:
     storage, layout = representation
     return vk_utils.PackedDimInfo.from_repr(layout, storage)

@@ -1,0 +1,92 @@
+"""``explain`` (why each transition exists, where two strategies differ), the graph picture,
+and the HTML report, the last two opened in headless Chromium."""
+
+import json
+
+import matplotlib.image
+import pytest
+
+import strategies
+from harness import cli, graph_view, metrics
+from harness.explain import compare_strategies, transitions_table
+from harness.report import write_report
+
+from .browser import chromium, screenshot
+
+
+def _json(capsys, argv) -> object:
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_explain_mobilevit_dfs_vs_bfs_matches_compare(tmp_path, capsys):
+    explained = _json(capsys, ["explain", "mobilevit_xs", "--strategy", "dfs-upstream", "--vs", "bfs-downstream",
+                               "--format", "json"])
+    compared = _json(capsys, ["compare", "--models", "mobilevit_xs", "--strategies", "dfs-upstream,bfs-downstream",
+                              "--out", str(tmp_path), "--format", "json"])
+    counts = {r["strategy"]: r["transitions"] for r in compared}
+    assert len(explained["transitions"]) == counts["dfs-upstream"]
+    assert explained["vs_transitions"] == counts["bfs-downstream"]
+    only = explained["transitions_only_in_one"]
+    in_dfs = sum(r["only_in"] == "dfs-upstream" for r in only)
+    assert in_dfs - (len(only) - in_dfs) == counts["dfs-upstream"] - counts["bfs-downstream"]
+    assert explained["differing_nodes"], "the two strategies tag mobilevit_xs differently"
+
+
+def test_every_transition_names_its_reader_and_constraint(lowerings):
+    lowered = lowerings.lowering("mobilevit_xs.unfused").lower(strategies.get_strategy("bfs-downstream"))
+    table = transitions_table(lowered)
+    assert len(table) == len(metrics.transitions(lowered)) == 11
+    assert table["consumer"].str.len().gt(0).all() and table["constraint"].str.len().gt(0).all()
+    assert table["bytes"].sum() == sum(t.bytes for t in metrics.transitions(lowered))
+    # the flip-flop the refinement removes: a linear read channels-packed through a view_copy
+    flip = table[table["source"].str.startswith("aten_linear")]
+    assert (flip["after"] == "TEXTURE_3D/CHANNELS_PACKED").all() and len(flip) == 2
+
+
+def test_forced_transitions_quote_the_accepted_set(lowerings):
+    lowered = lowerings.lowering("resnet18").lower(strategies.get_strategy("all-width-packed"))
+    table = transitions_table(lowered)
+    forced = table[table["forced"]]
+    assert len(forced) > 0
+    assert forced["constraint"].str.contains("accepts TEXTURE_3D/{CHANNELS_PACKED}", regex=False).any()
+    assert not table["constraint"].str.contains("PACKED_INT8").any(), "float tensors: no int8 layouts quoted"
+
+
+def test_differing_nodes_between_bfs_and_refined(lowerings):
+    lowering = lowerings.lowering("mobilevit_xs.unfused")
+    bfs, refined = (lowering.lower(strategies.get_strategy(n)) for n in ("bfs-downstream", "bfs-refined"))
+    differing, only_one = compare_strategies(bfs, refined, ("bfs-downstream", "bfs-refined"))
+    assert set(differing["node"]) == {"aten_view_copy_default_90", "aten_view_copy_default_137"}
+    assert (only_one["only_in"] == "bfs-downstream").sum() - (only_one["only_in"] == "bfs-refined").sum() == 11 - 7
+
+
+def _not_blank(png) -> bool:
+    pixels = matplotlib.image.imread(png)
+    return pixels.std() > 0.05
+
+
+@pytest.mark.skipif(chromium() is None, reason="Debian chromium is not installed (make system-deps)")
+def test_report_and_graph_open_in_headless_chromium(lowerings, tmp_path, capsys):
+    results = tmp_path / "results"
+    assert cli.main(["compare", "--models", "synthetic_small,mobilevit_xs.unfused",
+                     "--strategies", "bfs-downstream,bfs-refined,ilp", "--out", str(results)]) == 0
+    capsys.readouterr()
+    assert cli.main(["report", str(results)]) == 0
+    report = results / "report.html"
+    assert capsys.readouterr().out.strip() == str(report)
+    page = report.read_text()
+    assert page.count("data:image/png;base64,") >= 3 and "Transitions inserted" in page
+    assert "executorch_version" in page and (results / "report.md").exists()
+    screenshot(report, results / "report.png")
+    assert _not_blank(results / "report.png")
+
+    lowered = lowerings.lowering("mobilevit_xs.unfused").lower(strategies.get_strategy("bfs-downstream"))
+    svg = graph_view.write(lowered, "mobilevit_xs.unfused / bfs-downstream", results / "graph.svg")
+    text = svg.read_text()
+    assert text.count('fill="#d55e00"') + text.count('fill="#D55E00"') >= 11  # one red diamond per transition
+    viewer = results / "graph.html"
+    viewer.write_text("<html><body style='margin:0'><img src='graph.svg' style='width:100%'></body></html>")
+    screenshot(viewer, results / "graph.png")
+    assert _not_blank(results / "graph.png")
