@@ -267,11 +267,7 @@ class IlpLayout(TagMemoryMetaPass):
     def call(self, graph_module):
         problem = extract(self, graph_module)
         self.solution = solution = solve(problem, self.objective, self.time_limit_seconds)
-        inserted = apply_assignment(self, graph_module, problem, solution.tensor_reprs, solution.use_reprs)
-        if inserted != solution.transitions:
-            raise InvalidAssignmentError(
-                f"ILP solution needs {solution.transitions} transitions but the pass inserted {inserted}"
-            )
+        apply_assignment(self, graph_module, problem, solution.tensor_reprs, solution.use_reprs)
         return PassResult(graph_module, True)
 
     @classmethod

@@ -20,6 +20,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkStorageType,
 )
 
+from harness.errors import InvalidAssignmentError
 from harness.metrics import layouts_for, node_values, tensor_bytes
 
 Repr = tuple[VkStorageType, VkMemoryLayout]
@@ -184,7 +185,7 @@ def read_assignment(problem: LayoutProblem, graph_module: torch.fx.GraphModule) 
 def apply_assignment(layout_pass, graph_module, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> int:
     """Tag every tensor with its representation and insert the clones the uses need, with
     the pass's own machinery (``set_arg_node_repr_or_transition`` and its transition
-    cache); returns the number of clones inserted."""
+    cache); returns the number of clones inserted, checked against what the assignment needs."""
     outputs: dict = {}
     for key, tensor in problem.tensors.items():
         outputs.setdefault(tensor.node, []).append(to_tensor_repr(tensor_reprs[key]))
@@ -201,7 +202,13 @@ def apply_assignment(layout_pass, graph_module, problem: LayoutProblem, tensor_r
             graph_module, nodes[use.op], use.arg_index, to_tensor_repr(representation), True, transition_cache
         )
     graph_module.recompile()
-    return len(transition_cache)
+    needed = len(needed_transitions(problem, tensor_reprs, use_reprs))
+    if len(transition_cache) != needed:
+        raise InvalidAssignmentError(
+            f"{type(layout_pass).__name__}: the assignment needs {needed} transitions but the pass "
+            f"inserted {len(transition_cache)}"
+        )
+    return needed
 
 
 def sync_components(problem: LayoutProblem) -> list[list]:

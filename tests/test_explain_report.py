@@ -90,3 +90,17 @@ def test_report_and_graph_open_in_headless_chromium(lowerings, tmp_path, capsys)
     viewer.write_text("<html><body style='margin:0'><img src='graph.svg' style='width:100%'></body></html>")
     screenshot(viewer, results / "graph.png")
     assert _not_blank(results / "graph.png")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["report", "/nonexistent/results"], "no records in '/nonexistent/results'"),
+        (["explain", "no_such_model", "--strategy", "bfs-downstream"], "unknown model 'no_such_model'"),
+        (["explain", "resnet18", "--strategy", "greedy-magic"], "unknown strategy 'greedy-magic'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
