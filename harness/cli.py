@@ -11,6 +11,8 @@ import os
 import sys
 import warnings
 
+from harness.gate import DEFAULT_THRESHOLDS
+
 PROGRAM = "layoutbench"
 TABLE_COLUMNS = (
     "status",
@@ -55,8 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("what", choices=("models", "zoos", "strategies", "targets"))
     listing.add_argument("--zoo", help="only the models of this zoo")
 
-    compare = commands.add_parser("compare", help="lower models with strategies and compare")
-    chosen = compare.add_mutually_exclusive_group(required=True)
+    compare = commands.add_parser(
+        "compare", help="lower models with strategies and compare, or gate a candidate against a baseline",
+        description="With --models/--zoo: lower and record. With --baseline/--candidate: compare two "
+        "results directories and exit 1 when a metric got worse past its threshold.",
+    )
+    chosen = compare.add_mutually_exclusive_group()
     chosen.add_argument("--models", help="comma-separated model names (timm:<name>, <name>.unfused ...)")
     chosen.add_argument("--zoo", help="a zoo: quick or full")
     compare.add_argument("--strategies", default="all", help="comma-separated names, package.module:Class, or all")
@@ -64,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", default="results", help="results directory (JSON Lines, resumable)")
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
     compare.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
+    gate = compare.add_argument_group("regression gate", "judging a candidate results directory")
+    gate.add_argument("--baseline", help="results directory of the reference (e.g. main)")
+    gate.add_argument("--candidate", help="results directory of the change under test")
+    gate.add_argument("--threshold", default=DEFAULT_THRESHOLDS,
+                      help="allowed growth per metric, absolute or %% of the baseline (default: %(default)s)")
     running = compare.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)")
     running.add_argument("--et-runner", help="executor_runner built with Vulkan (default: $LAYOUTBENCH_ET_RUNNER, "
                          "else ExecuTorch pybindings if they have VulkanBackend)")
@@ -214,7 +225,42 @@ def _render(records: list[dict], output_format: str) -> str:
     return table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
 
+def _gate(args) -> int:
+    from harness.gate import failures, judge, parse_thresholds
+
+    if not (args.baseline and args.candidate):
+        raise _usage("--baseline and --candidate go together")
+    if args.models or args.zoo:
+        raise _usage("--baseline/--candidate compare recorded results; drop --models/--zoo")
+    verdicts = judge(args.baseline, args.candidate, parse_thresholds(args.threshold))
+    failing = failures(verdicts)
+    if args.format == "table":
+        changed = verdicts[(verdicts["verdict"] != "ok") | (verdicts["delta"].fillna(0) != 0)]
+        shown = changed.set_index(["model", "strategy", "target", "metric"]).dropna(axis=1, how="all")
+        print(shown.to_string(float_format=lambda v: f"{v:,.4g}", na_rep="-") if len(shown) else "(no metric changed)")
+        print(f"{PROGRAM}: {len(verdicts) - len(changed)} gated metrics unchanged", file=sys.stderr)
+    else:
+        print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
+    for row in failing.itertuples():
+        what = row.note if row.verdict == "missing" else (
+            f"{row.metric} {row.baseline:g} -> {row.candidate:g} (threshold {row.threshold})")
+        print(f"{PROGRAM}: worse: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
+    verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
+    print(f"{PROGRAM}: {verdict} ({args.candidate} vs {args.baseline})", file=sys.stderr)
+    return 1 if len(failing) else 0
+
+
+def _usage(message: str):
+    from harness.errors import LayoutbenchError
+
+    return LayoutbenchError(message)
+
+
 def _compare(args) -> int:
+    if args.baseline or args.candidate:
+        return _gate(args)
+    if not (args.models or args.zoo):
+        raise _usage("say what to run (--models or --zoo), or what to judge (--baseline and --candidate)")
     import models
     import strategies
     from harness.records import IDENTITY_KEYS, RecordStore, latest

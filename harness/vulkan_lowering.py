@@ -44,6 +44,17 @@ class PartitionPrefix:
     compile_specs: list
     node_names: frozenset[str]
     reference_payload: bytes  # identifies the partition's lowered module in the edge program
+    layout_pass_arguments: tuple  # (args, kwargs) preprocess built its layout pass with
+
+    def layout_pass_input(self, layout_pass_cls: type) -> tuple[TagMemoryMetaPass, ExportedProgram]:
+        """A strategy's pass built as preprocess builds it, and a fresh copy of the program it runs on."""
+        args, kwargs = self.layout_pass_arguments
+        return layout_pass_cls(*args, **kwargs), independent_copy(self.program)
+
+
+def run_layout_pass(layout_pass: TagMemoryMetaPass, program: ExportedProgram) -> ExportedProgram:
+    """The layout pass alone, applied the way preprocess applies it."""
+    return _REAL_APPLY_PASSES(program, [layout_pass])
 
 
 @dataclass
@@ -87,10 +98,12 @@ class _PreprocessRun:
         self.recorded_prefix: ExportedProgram | None = None
         self.layout_pass: TagMemoryMetaPass | None = None
         self.builder = None
+        self.layout_pass_arguments: tuple = ((), {})
         self.pass_seconds = 0.0
         self._prefix_handed_over = False
 
     def _make_layout_pass(self, *args, **kwargs):
+        self.layout_pass_arguments = (args, kwargs)
         layout_pass = self.layout_pass_cls(*args, **kwargs)
         run_pass = layout_pass.call
 
@@ -160,6 +173,7 @@ def _recording_preprocess(layout_pass_cls: type, prefixes: list):
                 compile_specs=list(compile_specs),
                 node_names=frozenset(n.name for n in run.recorded_prefix.graph.nodes),
                 reference_payload=result.processed_bytes,
+                layout_pass_arguments=run.layout_pass_arguments,
             )
         )
         return result

@@ -40,3 +40,12 @@ class FloatAsPackedInt8(AllWidthPacked):
     OpRepSets offer to float tensors too, although a float tensor cannot be stored so."""
 
     preferred = vk_utils.TensorRepSet({VkMemoryLayout.PACKED_INT8_4W}, set())
+
+
+class ShallowSearch(TagMemoryMetaPass):
+    """The pinned pass with a 4-node downstream search budget instead of 64: a plausible
+    speed-up that costs synthetic_small one transition (9 -> 10), used to plant a regression."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_trace_search_depth = 4

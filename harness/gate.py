@@ -1,0 +1,117 @@
+"""The regression gate: a candidate results directory judged against a baseline one.
+
+Both directories are written by ``layoutbench compare``. Every (model, strategy, target)
+the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric may grow
+past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
+(``transition_bytes=5%``). Every metric the records carry is lower-is-better.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import LayoutbenchError
+from harness.records import IDENTITY_KEYS, METRIC_KEYS, RecordStore, latest
+
+# Deterministic metrics only: timings would need repeats to gate on.
+DEFAULT_THRESHOLDS = "transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0"
+
+
+class GateError(LayoutbenchError):
+    """The gate cannot judge: bad thresholds or unreadable results."""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """How much a metric may grow: ``limit`` in its unit, or a fraction of the baseline."""
+
+    metric: str
+    limit: float
+    relative: bool
+
+    def allows(self, baseline: float, candidate: float) -> bool:
+        allowed = abs(baseline) * self.limit if self.relative else self.limit
+        return candidate - baseline <= allowed
+
+    def __str__(self) -> str:
+        return f"{self.limit * 100:g}%" if self.relative else f"{self.limit:g}"
+
+
+def parse_thresholds(text: str) -> list[Threshold]:
+    """``"transitions=0,transition_bytes=5%"`` -> thresholds, with one-line errors."""
+    thresholds = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        metric, _, value = item.partition("=")
+        metric, value = metric.strip(), value.strip()
+        if metric not in METRIC_KEYS:
+            raise GateError(f"unknown metric '{metric}' in --threshold; known: {', '.join(METRIC_KEYS)}")
+        relative = value.endswith("%")
+        try:
+            limit = float(value[:-1] if relative else value)
+        except ValueError:
+            raise GateError(f"threshold of {metric} must be a number or a percentage, not {value!r}") from None
+        if limit < 0:
+            raise GateError(f"threshold of {metric} must not be negative ({value})")
+        thresholds.append(Threshold(metric, limit / 100 if relative else limit, relative))
+    if not thresholds:
+        raise GateError("--threshold names no metric; e.g. transitions=0,transition_bytes=5%")
+    return thresholds
+
+
+def _records(directory: str | Path, role: str) -> pd.DataFrame:
+    store = RecordStore(directory)
+    if not store.path.exists():
+        raise GateError(f"{role} directory {directory} has no {store.path.name}; write it with layoutbench compare --out")
+    frame = pd.DataFrame(latest(store.read()))
+    if frame.empty:
+        raise GateError(f"{role} results {store.path} hold no records")
+    return frame.set_index(list(IDENTITY_KEYS))
+
+
+def _value(record: pd.Series, metric: str):
+    value = record.get(metric)
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold]) -> pd.DataFrame:
+    """One row per (model, strategy, target, metric) gated, with the verdict.
+
+    Verdicts: ``ok``, ``better``, ``worse`` (past the threshold), ``missing`` (the candidate
+    has no ok record where the baseline has one), ``new`` (only the candidate has it).
+    """
+    baseline = _records(baseline_dir, "baseline")
+    candidate = _records(candidate_dir, "candidate")
+    rows = []
+    for key, base in baseline[baseline["status"] == "ok"].iterrows():
+        identity = dict(zip(IDENTITY_KEYS, key))
+        cand = candidate.loc[key] if key in candidate.index else None
+        if cand is None or cand["status"] != "ok":
+            reason = "not in candidate" if cand is None else f"candidate {cand['status']}: {cand['reason']}"
+            rows.append({**identity, "metric": "status", "verdict": "missing", "note": reason})
+            continue
+        for threshold in thresholds:
+            before, after = _value(base, threshold.metric), _value(cand, threshold.metric)
+            if before is None or after is None:
+                continue
+            verdict = "ok" if threshold.allows(before, after) else "worse"
+            if verdict == "ok" and after < before:
+                verdict = "better"
+            rows.append({
+                **identity, "metric": threshold.metric, "baseline": before, "candidate": after,
+                "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
+                "threshold": str(threshold), "verdict": verdict,
+            })
+    for key in candidate.index.difference(baseline.index[baseline["status"] == "ok"]):
+        if candidate.loc[key, "status"] == "ok":
+            rows.append({**dict(zip(IDENTITY_KEYS, key)), "metric": "status", "verdict": "new",
+                         "note": "no ok baseline record"})
+    columns = [*IDENTITY_KEYS, "metric", "baseline", "candidate", "delta", "delta_pct", "threshold", "verdict", "note"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+FAILING_VERDICTS = ("worse", "missing")
+
+
+def failures(verdicts: pd.DataFrame) -> pd.DataFrame:
+    return verdicts[verdicts["verdict"].isin(FAILING_VERDICTS)]

@@ -1,0 +1,123 @@
+"""The regression gate: ``layoutbench compare --baseline DIR --candidate DIR``."""
+
+import json
+
+import pytest
+
+from harness import cli
+from harness.gate import GateError, Threshold, judge, parse_thresholds
+from harness.records import RecordStore, make_record
+from strategies import _registry
+from tests.user_strategies import ShallowSearch
+
+MODEL = "synthetic_small"
+
+
+def _compare(out, strategies="bfs-downstream"):
+    return cli.main(["compare", "--models", MODEL, "--strategies", strategies, "--out", str(out), "--format", "json"])
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """Results of the pinned pass, and of a change that makes bfs-downstream insert one more
+    transition on synthetic_small (its search budget cut from 64 nodes to 4)."""
+    root = tmp_path_factory.mktemp("gate")
+    assert _compare(root / "baseline") == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(_registry._strategies, "bfs-downstream", ShallowSearch)
+        assert _compare(root / "candidate") == 0
+    return root / "baseline", root / "candidate"
+
+
+def test_gate_fails_on_the_planted_extra_transition(planted, capsys):
+    baseline, candidate = planted
+    capsys.readouterr()
+    assert cli.main(["compare", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
+    out, err = capsys.readouterr()
+    assert "transitions" in out and "worse" in out
+    assert f"worse: {MODEL} / bfs-downstream / vulkan: transitions 9 -> 10 (threshold 0)" in err
+    assert "gate failed: " in err
+
+
+def test_gate_passes_identical_results_and_loose_thresholds(planted, capsys):
+    baseline, candidate = planted
+    assert cli.main(["compare", "--baseline", str(baseline), "--candidate", str(baseline)]) == 0
+    assert "(no metric changed)" in capsys.readouterr().out
+    loose = "transitions=1,transition_bytes=100%,delegate_memory_bytes=100%"
+    assert cli.main(["compare", "--baseline", str(baseline), "--candidate", str(candidate),
+                     "--threshold", loose]) == 0
+    # The fix direction is reported as better, never as a failure.
+    capsys.readouterr()
+    assert cli.main(["compare", "--baseline", str(candidate), "--candidate", str(baseline)]) == 0
+    assert "better" in capsys.readouterr().out
+
+
+def test_gate_json_rows_carry_deltas(planted, capsys):
+    baseline, candidate = planted
+    capsys.readouterr()
+    assert cli.main(["compare", "--baseline", str(baseline), "--candidate", str(candidate), "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    transitions = next(r for r in rows if r["metric"] == "transitions")
+    assert (transitions["baseline"], transitions["candidate"], transitions["delta"]) == (9, 10, 1)
+    assert transitions["verdict"] == "worse"
+    reverse = judge(candidate, baseline, parse_thresholds("transitions=0"))
+    assert reverse.set_index("metric").loc["transitions", "verdict"] == "better"
+
+
+def _write(directory, *records):
+    store = RecordStore(directory)
+    for record in records:
+        store.append(record)
+    return directory
+
+
+def test_a_record_the_candidate_lost_or_failed_fails_the_gate(tmp_path):
+    ok = make_record("m", "s", "vulkan", "ok", transitions=3, transition_bytes=100)
+    other = make_record("m2", "s", "vulkan", "ok", transitions=1)
+    baseline = _write(tmp_path / "b", ok, other)
+    candidate = _write(tmp_path / "c", make_record("m", "s", "vulkan", "failed", reason="lowering crashed"),
+                       make_record("m3", "s", "vulkan", "ok", transitions=0))
+    verdicts = judge(baseline, candidate, parse_thresholds("transitions=0"))
+    by_model = verdicts.set_index("model")
+    assert by_model.loc["m", "verdict"] == "missing" and "lowering crashed" in by_model.loc["m", "note"]
+    assert by_model.loc["m2", "verdict"] == "missing"
+    assert by_model.loc["m3", "verdict"] == "new"
+
+
+def test_relative_and_absolute_thresholds():
+    assert Threshold("transition_bytes", 0.05, True).allows(1000, 1050)
+    assert not Threshold("transition_bytes", 0.05, True).allows(1000, 1051)
+    assert Threshold("transitions", 2, False).allows(3, 5)
+    assert not Threshold("transitions", 0, False).allows(3, 4)
+    parsed = parse_thresholds("transitions=0, transition_bytes=5%")
+    assert [(t.metric, t.limit, t.relative) for t in parsed] == [("transitions", 0, False), ("transition_bytes", 0.05, True)]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("transitons=0", "unknown metric 'transitons' in --threshold; known: transitions"),
+        ("transitions=lots", "threshold of transitions must be a number or a percentage, not 'lots'"),
+        ("transitions=-1", "must not be negative"),
+        ("", "--threshold names no metric"),
+    ],
+)
+def test_bad_thresholds_are_one_line_errors(text, message):
+    with pytest.raises(GateError, match=message.replace("(", r"\(")):
+        parse_thresholds(text)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--baseline", "{tmp}"], "--baseline and --candidate go together"),
+        (["--baseline", "{tmp}", "--candidate", "{tmp}", "--models", "resnet18"], "drop --models/--zoo"),
+        ([], "say what to run (--models or --zoo), or what to judge"),
+        (["--baseline", "{tmp}/none", "--candidate", "{tmp}"], "has no records.jsonl; write it with layoutbench compare"),
+    ],
+)
+def test_gate_usage_errors_exit_2(tmp_path, capsys, args, message):
+    argv = ["compare", *(a.format(tmp=tmp_path) for a in args)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
