@@ -5,11 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: test bench venv system-deps clean
+.PHONY: test bench asv dashboard venv system-deps clean
 
 # Debian packages the tests need: graphviz renders `explain --graph`, chromium opens the
-# report and the graph headless. Installed only where missing.
-SYSTEM_PACKAGES := graphviz:dot chromium:chromium
+# report, the graph and the asv dashboard headless, npm fetches the dashboard's scripts.
+# Installed only where missing.
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm
 APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 
 system-deps:
@@ -37,6 +38,16 @@ test: $(STAMP) system-deps
 bench: $(STAMP)
 	$(VENV)/bin/layoutbench compare --zoo quick --strategies all --out $(RESULTS); status=$$?; \
 	$(VENV)/bin/layoutbench report $(RESULTS) && exit $$status
+
+# asv over the last commit (quick: one sample each); the environment is created once.
+asv: $(STAMP)
+	$(VENV)/bin/asv machine --yes
+	$(VENV)/bin/asv run --quick HEAD^!
+
+# asv's dashboard, made to work without CDN access (scripts fetched through npm).
+dashboard: $(STAMP)
+	$(VENV)/bin/asv publish
+	$(VENV)/bin/layoutbench dashboard .asv/html
 
 clean:
 	rm -rf $(VENV) $(RESULTS) *.egg-info

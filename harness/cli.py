@@ -90,6 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
     report.add_argument("results", help="results directory written by compare")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
+
+    dashboard = commands.add_parser(
+        "dashboard", help="make an asv publish output work offline (scripts fetched via npm, not CDNs)")
+    dashboard.add_argument("html", nargs="?", default=".asv/html", help="asv's html_dir (default: %(default)s)")
     return parser
 
 
@@ -160,6 +164,14 @@ def _report(args) -> int:
     html = write_report(args.results, args.out)
     print(f"{PROGRAM}: report written to {html} (Markdown: {html.with_suffix('.md')})", file=sys.stderr)
     print(html)
+    return 0
+
+
+def _dashboard(args) -> int:
+    from harness.dashboard import vendor
+
+    count = vendor(args.html)
+    print(f"{PROGRAM}: {count} CDN references in {args.html} now point at local copies", file=sys.stderr)
     return 0
 
 
@@ -298,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     from harness.errors import LayoutbenchError
 
     try:
-        command = {"list": _list, "compare": _compare, "explain": _explain, "report": _report}[args.command]
+        command = {"list": _list, "compare": _compare, "explain": _explain, "report": _report,
+                   "dashboard": _dashboard}[args.command]
         return command(args)
     except LayoutbenchError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)

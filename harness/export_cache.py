@@ -3,12 +3,12 @@
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
 
 import models
+from harness.cache import cache_root
 from harness.errors import ModelExportError
 from harness.provenance import provenance
 
@@ -16,8 +16,7 @@ MODELS_DIR = Path(models.__file__).resolve().parent
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench"
-    return Path(root) / "exports"
+    return cache_root() / "exports"
 
 
 @functools.cache
