@@ -5,21 +5,32 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: test bench asv dashboard venv system-deps clean
+.PHONY: all test bench asv dashboard venv system-deps vgf-host clean
 
-# Debian packages the tests need: graphviz renders `explain --graph`, chromium opens the
-# report, the graph and the asv dashboard headless, npm fetches the dashboard's scripts.
-# Installed only where missing.
-SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm
+# `make`: everything the harness and every target need on this machine.
+all: system-deps venv vgf-host
+
+# Debian packages, each with a command or file that shows it is there: graphviz renders
+# `explain --graph`, chromium opens the report, the graph and the asv dashboard headless,
+# npm fetches the dashboard's scripts, mesa-vulkan-drivers is lavapipe (the vgf target's
+# Vulkan driver). Installed only where missing.
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
 APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 
 system-deps:
 	@missing=""; for entry in $(SYSTEM_PACKAGES); do \
-	  command -v $${entry#*:} >/dev/null || missing="$$missing $${entry%%:*}"; done; \
+	  check=$${entry#*:}; command -v $$check >/dev/null || test -e $$check || missing="$$missing $${entry%%:*}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $$missing; \
 	fi
+
+# Arm tools (harness/arm.py). tosa-tools pins numpy<2.2 and an exact flatbuffers that the
+# torch stack has outgrown; it works with the newer ones (../shared/facts/arm.md), so the
+# tools go in without their pins and their remaining requirements are listed here.
+ARM_TOOLS := tosa-tools==2026.5.0 ethos-u-vela==5.1.0 ai-ml-sdk-model-converter==0.10.0 \
+	ai-ml-sdk-scenario-runner==0.10.0 ai-ml-emulation-layer-for-vulkan==0.10.0 ai-ml-sdk-vgf-library==0.11.0
+ARM_TOOL_REQUIREMENTS := ml-dtypes==0.5.1 'jsonschema>=4.24' 'semver>=3.0.4'
 
 venv: $(STAMP)
 
@@ -29,9 +40,17 @@ $(STAMP): pyproject.toml
 	# torch first and exactly pinned, so pip takes the local CPU wheel and never a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps $(ARM_TOOLS)
+	$(PY) -m pip install --quiet $(ARM_TOOL_REQUIREMENTS)
 	touch $(STAMP)
 
-test: $(STAMP) system-deps
+# The Arm ML SDK binaries need a newer glibc and Vulkan loader than Debian 12 has: this
+# fetches Debian trixie's into ~/.cache/layoutbench/vgf-host (harness/vgf_host.py). A host
+# where that fails still builds; its vgf records are skipped with the reason.
+vgf-host: $(STAMP) system-deps
+	$(PY) -m harness.vgf_host || echo "make: vgf records will be skipped on this host (reason above)"
+
+test: $(STAMP) system-deps vgf-host
 	$(PY) -m pytest
 
 # The report is written even when some records failed; the exit status is compare's.

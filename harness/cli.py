@@ -26,6 +26,10 @@ TABLE_COLUMNS = (
     "pass_seconds",
     "optimal",
 )
+ARM_COLUMNS = (
+    "tosa_ops", "transposes", "transpose_bytes", "reference_max_abs_error", "reference_seconds", "cycles",
+    "inferences_per_second", "sram_bytes", "offchip_bytes", "transpose_cycle_share", "lowering_seconds",
+)
 RUN_COLUMNS = ("runtime", "latency_ms_median", "peak_rss_bytes", "max_abs_error", "transition_time_share")
 
 
@@ -66,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     chosen.add_argument("--models", help="comma-separated model names (timm:<name>, <name>.unfused ...)")
     chosen.add_argument("--zoo", help="a zoo: quick or full")
     compare.add_argument("--strategies", default="all", help="comma-separated names, package.module:Class, or all")
-    compare.add_argument("--target", default="vulkan", help="target backend (default: vulkan)")
+    compare.add_argument("--target", default="vulkan",
+                         help="comma-separated targets (default: vulkan; see list targets). Strategies apply to "
+                         "the Vulkan targets; Arm targets record their backend's own passes as arm-backend")
     compare.add_argument("--out", default="results", help="results directory (JSON Lines, resumable)")
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
     compare.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
@@ -219,6 +225,11 @@ class _RichProgress:
         self._progress.advance(self._task, steps)
 
 
+def _number(value: float) -> str:
+    """Counts and bytes as whole numbers (pandas makes a column float once it has a gap)."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.4g}"
+
+
 def _render(records: list[dict], output_format: str) -> str:
     import pandas as pd
 
@@ -229,12 +240,14 @@ def _render(records: list[dict], output_format: str) -> str:
     frame = with_excess(pd.DataFrame(records))
     if output_format == "csv":
         return frame.to_csv(index=False)
-    columns = [c for c in TABLE_COLUMNS if c in frame.columns]
-    columns += [c for c in RUN_COLUMNS if c in frame.columns and frame[c].notna().any()]
-    table = frame.set_index(["model", "strategy"])[columns]
+    vulkan = frame["target"].str.startswith("vulkan").any()
+    columns = [c for c in TABLE_COLUMNS if c in frame.columns and (vulkan or c == "status" or frame[c].notna().any())]
+    columns += [c for c in (*RUN_COLUMNS, *ARM_COLUMNS) if c in frame.columns and frame[c].notna().any()]
+    index = ["model", "strategy"] + (["target"] if frame["target"].nunique() > 1 else [])
+    table = frame.set_index(index)[columns]
     if "optimal" in table:
         table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")
-    return table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
+    return table.to_string(float_format=_number, na_rep="-")
 
 
 def _gate(args) -> int:
@@ -249,7 +262,7 @@ def _gate(args) -> int:
     if args.format == "table":
         changed = verdicts[(verdicts["verdict"] != "ok") | (verdicts["delta"].fillna(0) != 0)]
         shown = changed.set_index(["model", "strategy", "target", "metric"]).dropna(axis=1, how="all")
-        print(shown.to_string(float_format=lambda v: f"{v:,.4g}", na_rep="-") if len(shown) else "(no metric changed)")
+        print(shown.to_string(float_format=_number, na_rep="-") if len(shown) else "(no metric changed)")
         print(f"{PROGRAM}: {len(verdicts) - len(changed)} gated metrics unchanged", file=sys.stderr)
     else:
         print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
@@ -277,21 +290,20 @@ def _compare(args) -> int:
     import strategies
     from harness.records import IDENTITY_KEYS, RecordStore, latest
     from harness.runners import RunSettings
-    from harness.sweep import RunOptions, check_target, run_sweep
+    from harness.sweep import RunOptions, check_target, run_sweep, strategies_for
 
     model_names = models.resolve_models(args.models, args.zoo)
     strategy_names = strategies.resolve_strategies(args.strategies)
-    target = check_target(args.target)
+    targets = [check_target(t.strip()) for t in args.target.split(",") if t.strip()]
+    plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
     store = RecordStore(args.out)
-    with _RichProgress(len(model_names) * len(strategy_names)) as progress:
+    with _RichProgress(len(plan)) as progress:
         options = RunOptions(args.et_runner, RunSettings(warmup=args.warmup, iterations=args.iterations))
-        run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh, run_options=options)
+        for target in targets:
+            run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh, run_options=options)
 
-    wanted = {(m, s, target) for m in model_names for s in strategy_names}
-    records = [
-        r for r in latest(store.read()) if tuple(r[k] for k in IDENTITY_KEYS) in wanted
-    ]
-    order = {key: i for i, key in enumerate((m, s, target) for m in model_names for s in strategy_names)}
+    order = {key: i for i, key in enumerate(plan)}
+    records = [r for r in latest(store.read()) if tuple(r[k] for k in IDENTITY_KEYS) in order]
     records.sort(key=lambda r: order[tuple(r[k] for k in IDENTITY_KEYS)])
     print(_render(records, args.format))
     failed = [r for r in records if r["status"] == "failed"]

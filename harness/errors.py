@@ -24,3 +24,8 @@ class InvalidAssignmentError(LayoutbenchError):
 
 class LoweringError(LayoutbenchError):
     """ExecuTorch failed to partition, lower or serialize a model."""
+
+
+class TargetUnavailableError(LayoutbenchError):
+    """A target's tools are not installed or cannot run on this host: its records are
+    ``skipped`` with this one-line reason, not ``failed``."""

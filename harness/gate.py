@@ -3,7 +3,8 @@
 Both directories are written by ``layoutbench compare``. Every (model, strategy, target)
 the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric may grow
 past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
-(``transition_bytes=5%``). Every metric the records carry is lower-is-better.
+(``transition_bytes=5%``). Every metric is lower-is-better except those in
+``HIGHER_IS_BETTER`` (inferences per second), where a drop is what is limited.
 """
 
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import LayoutbenchError
-from harness.records import IDENTITY_KEYS, METRIC_KEYS, RecordStore, latest
+from harness.records import HIGHER_IS_BETTER, IDENTITY_KEYS, METRIC_KEYS, RecordStore, latest
 
 # Deterministic metrics only: timings would need repeats to gate on.
 DEFAULT_THRESHOLDS = "transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0"
@@ -24,15 +25,19 @@ class GateError(LayoutbenchError):
 
 @dataclass(frozen=True)
 class Threshold:
-    """How much a metric may grow: ``limit`` in its unit, or a fraction of the baseline."""
+    """How much a metric may get worse: ``limit`` in its unit, or a fraction of the baseline."""
 
     metric: str
     limit: float
     relative: bool
 
+    def worsening(self, baseline: float, candidate: float) -> float:
+        change = candidate - baseline
+        return -change if self.metric in HIGHER_IS_BETTER else change
+
     def allows(self, baseline: float, candidate: float) -> bool:
         allowed = abs(baseline) * self.limit if self.relative else self.limit
-        return candidate - baseline <= allowed
+        return self.worsening(baseline, candidate) <= allowed
 
     def __str__(self) -> str:
         return f"{self.limit * 100:g}%" if self.relative else f"{self.limit:g}"
@@ -95,7 +100,7 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
             if before is None or after is None:
                 continue
             verdict = "ok" if threshold.allows(before, after) else "worse"
-            if verdict == "ok" and after < before:
+            if verdict == "ok" and threshold.worsening(before, after) < 0:
                 verdict = "better"
             rows.append({
                 **identity, "metric": threshold.metric, "baseline": before, "candidate": after,

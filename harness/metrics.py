@@ -213,7 +213,12 @@ def delegate_op_count(lowered: LoweredProgram) -> int:
 
 def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
     """Operators the partitioner left on the CPU, by target name."""
-    graph = lowered.lowering.edge_manager.exported_program().graph
+    return cpu_ops(lowered.lowering.edge_manager.exported_program())
+
+
+def cpu_ops(program) -> list[str]:
+    """Operators of an edge program that no delegate took, by target name."""
+    graph = program.graph
     outside = []
     for node in graph.nodes:
         if node.op != "call_function" or node.target == operator.getitem:

@@ -33,7 +33,23 @@ METRIC_KEYS = (
     "peak_rss_bytes",
     "max_abs_error",
     "transition_time_share",
+    # Arm targets (harness/arm.py)
+    "lowering_seconds",
+    "tosa_ops",
+    "transposes",
+    "transpose_bytes",
+    "reference_max_abs_error",
+    "reference_seconds",
+    "cycles",
+    "inferences_per_second",
+    "sram_bytes",
+    "offchip_bytes",
+    "transpose_cycle_share",
+    "setup_seconds",
+    "inference_seconds",
 )
+# Metrics where more is better; every other metric is lower-is-better.
+HIGHER_IS_BETTER = frozenset({"inferences_per_second"})
 COLUMNS = (*IDENTITY_KEYS, "status", "reason", *METRIC_KEYS, "optimal")
 STATUSES = ("ok", "skipped", "failed")
 

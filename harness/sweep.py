@@ -2,7 +2,8 @@
 
 Each model is exported (cached on disk) and lowered up to the layout pass once; every
 strategy then finishes its own copy. A model or strategy that fails becomes a ``failed``
-record with the reason, and the sweep goes on.
+record with the reason, and the sweep goes on. Arm targets have no pluggable layout
+pass: one record per model, strategy ``arm-backend`` (``harness/arm.py``).
 """
 
 import tempfile
@@ -14,14 +15,15 @@ from pathlib import Path
 import models
 import strategies
 from harness import metrics, validator
-from harness.errors import LayoutbenchError, UnknownNameError
+from harness.arm import ARM_STRATEGY, ARM_TARGETS, measure_arm
+from harness.errors import LayoutbenchError, TargetUnavailableError, UnknownNameError
 from harness.export_cache import export_model
 from harness.provenance import provenance
 from harness.records import RecordStore, identity, make_record
 from harness.runners import NO_RUNTIME_REASON, RunSettings, find_runtime, measure_run
 from harness.vulkan_lowering import VulkanLowering
 
-TARGETS = ("vulkan", "vulkan-run")
+TARGETS = ("vulkan", "vulkan-run", *ARM_TARGETS)
 
 
 class SilentProgress:
@@ -38,6 +40,11 @@ def check_target(target: str) -> str:
     if target not in TARGETS:
         raise UnknownNameError("target", target, list(TARGETS))
     return target
+
+
+def strategies_for(target: str, strategy_names: list[str]) -> list[str]:
+    """The strategies a target records: the requested ones on Vulkan, the backend's own on Arm."""
+    return [ARM_STRATEGY] if target in ARM_TARGETS else strategy_names
 
 
 def _describe(error: Exception) -> str:
@@ -89,6 +96,13 @@ class WrongAnswer(LayoutbenchError):
     """The program ran but its outputs differ from eager PyTorch's."""
 
 
+def wrong_answer(error: float | None, limit: float | None) -> str | None:
+    """The reason a run's outputs are rejected, or None when they are within tolerance."""
+    if error is None or error <= limit:
+        return None
+    return f"outputs differ from eager PyTorch: max abs error {error:.3g} > tolerance {limit:.3g}"
+
+
 def run_program(pte: bytes, model: str, strategy: str, exported, runtime, options: RunOptions,
                 out_dir: Path, own_clones: bool) -> dict:
     """Write the .pte under ``out_dir/programs`` and run it; the run's record fields."""
@@ -111,6 +125,7 @@ def run_sweep(
 ) -> list[dict]:
     """Run what is not yet recorded; returns the records of this plan (old and new)."""
     check_target(target)
+    strategy_names = strategies_for(target, strategy_names)
     progress = progress or SilentProgress()
     run_options = run_options or RunOptions()
     runtime = find_runtime(run_options.et_runner) if target == "vulkan-run" else None
@@ -143,13 +158,24 @@ def run_sweep(
             spec = models.create(model)
             exported = export_model(spec)
             export_seconds = time.perf_counter() - start
+            shared = {"export_seconds": export_seconds, "input_shapes": spec.input_shapes}
+            if target in ARM_TARGETS:
+                progress.stage(f"{model}: {target}")
+                fields = measure_arm(target, exported)
+                error = fields.get("reference_max_abs_error", fields.get("max_abs_error"))
+                wrong = wrong_answer(error, fields.get("error_tolerance"))
+                emit(model, ARM_STRATEGY, "failed" if wrong else "ok", wrong, **shared, **fields)
+                continue
             progress.stage(f"{model}: lower to the layout pass")
             lowering = VulkanLowering.from_exported(exported)
+        except TargetUnavailableError as error:
+            for strategy in pending:
+                emit(model, strategy, "skipped", str(error))
+            continue
         except Exception as error:  # one model's failure must not end the sweep
             for strategy in pending:
                 emit(model, strategy, "failed", _describe(error))
             continue
-        shared = {"export_seconds": export_seconds, "input_shapes": spec.input_shapes}
         for strategy in pending:
             progress.stage(f"{model}: {strategy}")
             fields = {}
@@ -159,11 +185,9 @@ def run_sweep(
                     progress.stage(f"{model}: {strategy} on {runtime.name}")
                     fields.update(run_program(pte, model, strategy, exported, runtime, run_options,
                                               store.directory, fields["own_clones"] > 0))
-                    if fields["max_abs_error"] > fields["error_tolerance"]:
-                        raise WrongAnswer(
-                            f"outputs differ from eager PyTorch: max abs error {fields['max_abs_error']:.3g} "
-                            f"> tolerance {fields['error_tolerance']:.3g}"
-                        )
+                    wrong = wrong_answer(fields["max_abs_error"], fields["error_tolerance"])
+                    if wrong:
+                        raise WrongAnswer(wrong)
             except Exception as error:
                 emit(model, strategy, "failed", _describe(error), **shared, **fields)
                 continue

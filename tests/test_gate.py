@@ -89,6 +89,9 @@ def test_relative_and_absolute_thresholds():
     assert not Threshold("transition_bytes", 0.05, True).allows(1000, 1051)
     assert Threshold("transitions", 2, False).allows(3, 5)
     assert not Threshold("transitions", 0, False).allows(3, 4)
+    # Throughput is higher-is-better: a drop is what a threshold limits.
+    assert not Threshold("inferences_per_second", 0.05, True).allows(100, 90)
+    assert Threshold("inferences_per_second", 0.05, True).allows(100, 130)
     parsed = parse_thresholds("transitions=0, transition_bytes=5%")
     assert [(t.metric, t.limit, t.relative) for t in parsed] == [("transitions", 0, False), ("transition_bytes", 0.05, True)]
 

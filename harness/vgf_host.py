@@ -1,0 +1,212 @@
+"""The host side of the ``vgf`` target: the Arm ML SDK's binaries, runnable on this machine.
+
+The model converter, scenario runner and ML emulation layer wheels (0.10.0) ship binaries
+built for glibc >= 2.38, and the emulation layers only load in order under a Vulkan
+loader >= 1.4. On an older host (Debian 12: glibc 2.36, loader 1.3.239) ``prepare``
+fetches Debian trixie's libc6, libstdc++6, libgcc-s1 and libvulkan1 with apt-get into a
+private directory (nothing on the system changes) and writes wrappers that start each
+tool through that directory's dynamic loader. Inference runs on Mesa's lavapipe CPU
+driver (Debian ``mesa-vulkan-drivers``) unless ``LAYOUTBENCH_VULKAN_ICD`` names another.
+
+``python -m harness.vgf_host`` (run by ``make``) prepares the host, or says in one line
+why it cannot; ``tools()`` hands the ready tools to the harness, or raises that line.
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cache import cache_root
+from harness.errors import TargetUnavailableError
+
+TRIXIE_PACKAGES = ("libc6", "libstdc++6", "libgcc-s1", "libvulkan1")
+TRIXIE_SOURCE = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main"
+MIN_GLIBC = (2, 38)
+MIN_VULKAN_LOADER = (1, 4)
+LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+SYSTEM_LIBRARIES = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")
+EMULATION_LAYERS = "VK_LAYER_ML_Graph_Emulation:VK_LAYER_ML_Tensor_Emulation"
+# (python package the wheel installs, binary inside it)
+BINARIES = {
+    "model-converter": ("model_converter", "binaries/bin/model-converter"),
+    "scenario-runner": ("scenario_runner", "binaries/bin/scenario-runner"),
+    "vgf_dump": ("vgf_lib", "binaries/bin/vgf_dump"),
+}
+EMULATION_PACKAGE = "emulation_layer"
+
+
+class VgfHostError(TargetUnavailableError):
+    """This host cannot run the VGF tools; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class VgfTools:
+    """Commands for the converter, the scenario runner and vgf_dump, and the environment
+    the scenario runner needs (emulation layers, Vulkan driver)."""
+
+    model_converter: Path
+    scenario_runner: Path
+    vgf_dump: Path
+    environment: dict
+
+
+def host_dir() -> Path:
+    return cache_root() / "vgf-host"
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise VgfHostError(f"the Arm ML SDK wheels are not installed ({package} missing); run make")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _binary(name: str) -> Path:
+    package, relative = BINARIES[name]
+    return _package_dir(package) / relative
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
+
+
+def _system_loader_version() -> tuple[int, ...]:
+    for directory in SYSTEM_LIBRARIES:
+        for library in sorted(Path(directory).glob("libvulkan.so.1.*")):
+            return _version(library.name.removeprefix("libvulkan.so."))
+    return (0,)
+
+
+def needs_private_runtime() -> bool:
+    glibc = _version(os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0")
+    return glibc < MIN_GLIBC or _system_loader_version() < MIN_VULKAN_LOADER
+
+
+def _private_root() -> Path:
+    return host_dir() / "root"
+
+
+def _private_loader() -> Path:
+    return _private_root() / "usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+
+
+def _fetch_trixie_runtime() -> None:
+    """Download and unpack Debian trixie's C/C++ runtime and Vulkan loader into the host dir."""
+    apt_get = shutil.which("apt-get")
+    dpkg_deb = shutil.which("dpkg-deb")
+    if not (apt_get and dpkg_deb):
+        raise VgfHostError("VGF tools need glibc >= 2.38 and apt-get/dpkg-deb to fetch it privately; neither is here")
+    apt = host_dir() / "apt"
+    debs = host_dir() / "debs"
+    for directory in (apt / "lists" / "partial", apt / "cache" / "archives" / "partial", debs):
+        directory.mkdir(parents=True, exist_ok=True)
+    (apt / "sources.list").write_text(TRIXIE_SOURCE + "\n")
+    options = [
+        "-o", f"Dir::Etc::SourceList={apt / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
+        "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
+        "-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1", "-qq",
+    ]
+    for command in ([apt_get, *options, "update"], [apt_get, *options, "download", *TRIXIE_PACKAGES]):
+        done = subprocess.run(command, cwd=debs, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise VgfHostError(f"could not fetch Debian trixie's runtime for the VGF tools: {last}")
+    root = _private_root()
+    for deb in sorted(debs.glob("*.deb")):
+        subprocess.run([dpkg_deb, "-x", str(deb), str(root)], check=True, timeout=300)
+    # scenario-runner dlopens the unversioned name.
+    libraries = root / "usr/lib/x86_64-linux-gnu"
+    (libraries / "libvulkan.so").unlink(missing_ok=True)
+    (libraries / "libvulkan.so").symlink_to("libvulkan.so.1")
+
+
+def _library_path(private: bool) -> str:
+    emulation = _package_dir(EMULATION_PACKAGE) / "deploy" / "lib"
+    own = [str(_private_root() / "usr/lib/x86_64-linux-gnu")] if private else []
+    return ":".join([*own, str(emulation), *SYSTEM_LIBRARIES])
+
+
+def _wrapper_dir() -> Path:
+    """Wrappers name this environment's wheel binaries, so each Python environment (the
+    project's .venv, an asv environment) has its own; the fetched runtime is shared."""
+    return Path(sys.prefix) / "layoutbench-vgf-bin"
+
+
+def _write_wrapper(name: str, private: bool) -> Path:
+    wrapper = _wrapper_dir() / name
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    binary = _binary(name)
+    if private:
+        start = f'exec "{_private_loader()}" --library-path "{_library_path(True)}" "{binary}" "$@"'
+    else:
+        start = f'LD_LIBRARY_PATH="{_library_path(False)}" exec "{binary}" "$@"'
+    wrapper.write_text(f"#!/bin/sh\n# Written by harness/vgf_host.py.\n{start}\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _icd() -> Path:
+    return Path(os.environ.get("LAYOUTBENCH_VULKAN_ICD") or LAVAPIPE_ICD)
+
+
+def _environment() -> dict:
+    layers = _package_dir(EMULATION_PACKAGE) / "deploy" / "share" / "vulkan" / "explicit_layer.d"
+    return {
+        "VK_INSTANCE_LAYERS": EMULATION_LAYERS,
+        "VK_ADD_LAYER_PATH": str(layers),
+        "VK_DRIVER_FILES": str(_icd()),
+        "VK_ICD_FILENAMES": str(_icd()),
+    }
+
+
+def _smoke_test(wrapper: Path) -> None:
+    done = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise VgfHostError(f"{wrapper.name} does not start on this host: {last}")
+
+
+def prepare() -> VgfTools:
+    """Make the tools runnable here (fetching a runtime if the host needs one) and check
+    that each starts; idempotent."""
+    if needs_private_runtime() and not _private_loader().exists():
+        _fetch_trixie_runtime()
+    prepared = tools()
+    for wrapper in (prepared.model_converter, prepared.scenario_runner, prepared.vgf_dump):
+        _smoke_test(wrapper)
+    return prepared
+
+
+def tools() -> VgfTools:
+    """The tools of this Python environment, or a one-line reason they cannot run here.
+    Fetches nothing: an older host needs ``prepare`` (make) once."""
+    if not _icd().exists():
+        raise VgfHostError(f"no Vulkan driver at {_icd()}: install Debian's mesa-vulkan-drivers (lavapipe)")
+    private = needs_private_runtime()
+    if private and not _private_loader().exists():
+        raise VgfHostError(
+            "the VGF tools need glibc >= 2.38 and a Vulkan loader >= 1.4, which this host lacks; "
+            "run make (python -m harness.vgf_host) to fetch them privately"
+        )
+    wrappers = {name: _write_wrapper(name, private) for name in BINARIES}
+    return VgfTools(wrappers["model-converter"], wrappers["scenario-runner"], wrappers["vgf_dump"], _environment())
+
+
+def main() -> int:
+    try:
+        prepared = prepare()
+    except (VgfHostError, subprocess.SubprocessError, OSError) as error:
+        print(f"vgf host: not ready: {error}", file=sys.stderr)
+        return 1
+    runtime = "Debian trixie's runtime in " + str(_private_root()) if needs_private_runtime() else "the system runtime"
+    print(f"vgf host: ready ({runtime}; tools in {prepared.model_converter.parent})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
