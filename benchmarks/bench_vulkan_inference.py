@@ -34,10 +34,11 @@ class VulkanInference:
     version = "vulkan-inference-1"
 
     def setup(self, model, strategy):
+        # First, so teardown (which asv calls after a skipping setup too) always has it.
+        self.workdir = tempfile.TemporaryDirectory()
         self.runtime = find_runtime(None)
         if self.runtime is None:
             raise NotImplementedError(NO_RUNTIME_REASON)
-        self.workdir = tempfile.TemporaryDirectory()
         self.pte = Path(self.workdir.name) / "program.pte"
         self.pte.write_bytes(_program(model, strategy))
         self.inputs = list(export_model(models.create(model)).example_inputs[0])

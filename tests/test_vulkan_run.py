@@ -52,8 +52,10 @@ def test_without_a_runtime_records_are_skipped_with_the_reason(tmp_path, capsys,
 def test_asv_marks_inference_benchmarks_skipped_without_a_runtime(no_runtime):
     from benchmarks import bench_vulkan_inference
 
+    bench = bench_vulkan_inference.VulkanInference()
     with pytest.raises(NotImplementedError, match="no ExecuTorch runtime with the Vulkan backend"):
-        bench_vulkan_inference.VulkanInference().setup("synthetic_small", "bfs-downstream")
+        bench.setup("synthetic_small", "bfs-downstream")
+    bench.teardown("synthetic_small", "bfs-downstream")  # asv tears down after a skip too
 
 
 def test_a_bad_runner_path_is_one_clear_error(tmp_path, capsys):
