@@ -33,3 +33,13 @@ def lowering(model: str) -> VulkanLowering:
     """The model lowered to the layout pass, once per process: it does not pickle, so it
     cannot come from ``setup_cache``."""
     return VulkanLowering.from_exported(export_model(models.create(model)))
+
+
+class RecordedSuite:
+    """Base of suites whose ``track_`` benchmarks read the record ``setup_cache`` made for
+    their parameters; a record that is not ok skips them with its reason."""
+
+    def setup(self, records, *params):
+        self.record = records[params]
+        if self.record["status"] != "ok":
+            raise NotImplementedError(self.record["reason"])

@@ -10,7 +10,7 @@ import tempfile
 
 from asv_runner.benchmarks.mark import skip_for_params
 
-from benchmarks._zoo import BENCH_MODELS
+from benchmarks._zoo import BENCH_MODELS, RecordedSuite
 from harness.arm import ARM_STRATEGY, ARM_TARGETS
 from harness.records import RecordStore
 from harness.sweep import run_sweep
@@ -18,7 +18,7 @@ from harness.sweep import run_sweep
 NO_VELA = [(model, "tosa") for model in BENCH_MODELS]
 
 
-class ArmTargets:
+class ArmTargets(RecordedSuite):
     params = (BENCH_MODELS, ARM_TARGETS)
     param_names = ("model", "target")
     timeout = 3600
@@ -29,11 +29,6 @@ class ArmTargets:
             store = RecordStore(results)
             records = [r for t in ARM_TARGETS for r in run_sweep(BENCH_MODELS, [ARM_STRATEGY], t, store, fresh=True)]
         return {(r["model"], r["target"]): r for r in records}
-
-    def setup(self, records, model, target):
-        self.record = records[(model, target)]
-        if self.record["status"] != "ok":
-            raise NotImplementedError(self.record["reason"])
 
     def track_transposes(self, records, model, target):
         return self.record["transposes"]

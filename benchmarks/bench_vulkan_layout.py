@@ -7,14 +7,14 @@ shared by all strategies); the ``track_`` benchmarks only read its records.
 import tempfile
 
 import strategies
-from benchmarks._zoo import BENCH_MODELS
+from benchmarks._zoo import BENCH_MODELS, RecordedSuite
 from harness.records import RecordStore
 from harness.sweep import run_sweep
 
 STRATEGIES = strategies.list_strategies()
 
 
-class VulkanLayout:
+class VulkanLayout(RecordedSuite):
     params = (BENCH_MODELS, STRATEGIES)
     param_names = ("model", "strategy")
     timeout = 3600
@@ -24,11 +24,6 @@ class VulkanLayout:
         with tempfile.TemporaryDirectory() as results:
             records = run_sweep(BENCH_MODELS, STRATEGIES, "vulkan", RecordStore(results), fresh=True)
         return {(r["model"], r["strategy"]): r for r in records}
-
-    def setup(self, records, model, strategy):
-        self.record = records[(model, strategy)]
-        if self.record["status"] != "ok":
-            raise NotImplementedError(self.record["reason"])
 
     def track_transitions(self, records, model, strategy):
         return self.record["transitions"]

@@ -12,6 +12,7 @@ import sys
 import warnings
 
 from harness.gate import DEFAULT_THRESHOLDS
+from harness.records import format_number
 
 PROGRAM = "layoutbench"
 TABLE_COLUMNS = (
@@ -28,7 +29,8 @@ TABLE_COLUMNS = (
 )
 ARM_COLUMNS = (
     "tosa_ops", "transposes", "transpose_bytes", "reference_max_abs_error", "reference_seconds", "cycles",
-    "inferences_per_second", "sram_bytes", "offchip_bytes", "transpose_cycle_share", "lowering_seconds",
+    "inferences_per_second", "sram_bytes", "offchip_bytes", "transpose_cycle_share", "setup_seconds",
+    "inference_seconds", "lowering_seconds",
 )
 RUN_COLUMNS = ("runtime", "latency_ms_median", "peak_rss_bytes", "max_abs_error", "transition_time_share")
 
@@ -225,11 +227,6 @@ class _RichProgress:
         self._progress.advance(self._task, steps)
 
 
-def _number(value: float) -> str:
-    """Counts and bytes as whole numbers (pandas makes a column float once it has a gap)."""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.4g}"
-
-
 def _render(records: list[dict], output_format: str) -> str:
     import pandas as pd
 
@@ -247,7 +244,7 @@ def _render(records: list[dict], output_format: str) -> str:
     table = frame.set_index(index)[columns]
     if "optimal" in table:
         table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")
-    return table.to_string(float_format=_number, na_rep="-")
+    return table.to_string(float_format=format_number, na_rep="-")
 
 
 def _gate(args) -> int:
@@ -262,13 +259,13 @@ def _gate(args) -> int:
     if args.format == "table":
         changed = verdicts[(verdicts["verdict"] != "ok") | (verdicts["delta"].fillna(0) != 0)]
         shown = changed.set_index(["model", "strategy", "target", "metric"]).dropna(axis=1, how="all")
-        print(shown.to_string(float_format=_number, na_rep="-") if len(shown) else "(no metric changed)")
+        print(shown.to_string(float_format=format_number, na_rep="-") if len(shown) else "(no metric changed)")
         print(f"{PROGRAM}: {len(verdicts) - len(changed)} gated metrics unchanged", file=sys.stderr)
     else:
         print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
     for row in failing.itertuples():
         what = row.note if row.verdict == "missing" else (
-            f"{row.metric} {row.baseline:g} -> {row.candidate:g} (threshold {row.threshold})")
+            f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})")
         print(f"{PROGRAM}: worse: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
     verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
     print(f"{PROGRAM}: {verdict} ({args.candidate} vs {args.baseline})", file=sys.stderr)

@@ -132,6 +132,12 @@ def with_excess(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def format_number(value: float) -> str:
+    """Counts and bytes as whole numbers with separators (pandas makes a column float once
+    it has a gap), other values to 4 significant digits."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.4g}"
+
+
 def to_long(frame: pd.DataFrame) -> pd.DataFrame:
     """Tidy form: one row per model x strategy x target x metric."""
     metrics = [m for m in METRIC_KEYS if m in frame.columns]

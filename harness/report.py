@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.errors import LayoutbenchError  # noqa: E402
-from harness.records import load, with_excess  # noqa: E402
+from harness.records import format_number, load, with_excess  # noqa: E402
 
 TABLES = (
     ("transitions", "Transitions inserted"),
@@ -28,6 +28,14 @@ TABLES = (
     ("latency_ms_median", "Median latency (ms)"),
     ("max_abs_error", "Max abs error vs eager PyTorch"),
     ("transition_time_share", "Share of GPU time in transitions"),
+    ("tosa_ops", "TOSA operators"),
+    ("transpose_bytes", "Bytes written by TRANSPOSEs"),
+    ("reference_max_abs_error", "TOSA reference model: max abs error vs eager PyTorch"),
+    ("inferences_per_second", "Ethos-U inferences/s (Vela estimate)"),
+    ("sram_bytes", "Ethos-U SRAM (bytes)"),
+    ("offchip_bytes", "Ethos-U off-chip memory (bytes)"),
+    ("transpose_cycle_share", "Share of Ethos-U cycles in transposes"),
+    ("setup_seconds", "VGF set-up (s)"),
 )
 CHARTS = (
     ("transitions", "Transitions per model"),
@@ -35,6 +43,9 @@ CHARTS = (
     ("transition_bytes", "Transition bytes"),
     ("delegate_memory_bytes", "Delegate memory (bytes)"),
     ("latency_ms_median", "Median latency (ms)"),
+    ("transposes", "TRANSPOSEs left in the TOSA graph"),
+    ("cycles", "Ethos-U cycles (Vela estimate)"),
+    ("inference_seconds", "VGF inference on Vulkan (s)"),
 )
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
                "python_version", "machine", "cpu")
@@ -106,7 +117,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
             if not _has(records, metric):
                 continue
             table = _pivot(records, metric)
-            body += [f"<h3>{html.escape(caption)}</h3>", table.to_html(float_format=lambda v: f"{v:,.4g}", na_rep="-")]
+            body += [f"<h3>{html.escape(caption)}</h3>", table.to_html(float_format=format_number, na_rep="-")]
             markdown += [f"### {caption}", "", table.to_markdown(floatfmt=".4g"), ""]
         problems = records[records["status"] != "ok"][["model", "strategy", "status", "reason"]]
         if len(problems):

@@ -50,3 +50,20 @@ def test_layout_pass_suite_times_the_real_pass_on_a_fresh_copy(monkeypatch):
     memory = bench_layout_pass.Lowering()
     memory.setup(cache, "synthetic_small")
     memory.peakmem_lowering(cache, "synthetic_small")
+
+
+def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):
+    from benchmarks import bench_arm
+
+    monkeypatch.setattr(bench_arm, "BENCH_MODELS", ["synthetic_small"])
+    bench = bench_arm.ArmTargets()
+    records = bench.setup_cache()
+    assert set(records) == {("synthetic_small", target) for target in bench_arm.ARM_TARGETS}
+    for target in bench_arm.ARM_TARGETS:
+        bench.setup(records, "synthetic_small", target)
+        assert bench.track_transposes(records, "synthetic_small", target) == records[("synthetic_small", target)]["transposes"]
+    bench.setup(records, "synthetic_small", "ethos-u85-256")
+    assert bench.track_vela_cycles(records, "synthetic_small", "ethos-u85-256") > 0
+    assert 0 <= bench.track_transpose_cycle_share(records, "synthetic_small", "ethos-u85-256") <= 1
+    # Vela has nothing to say about the TOSA FP target: asv skips that pair before setup.
+    assert ("synthetic_small", "tosa") in bench_arm.ArmTargets.track_vela_cycles.skip_params

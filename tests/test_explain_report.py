@@ -9,7 +9,6 @@ import pytest
 import strategies
 from harness import cli, graph_view, metrics
 from harness.explain import compare_strategies, transitions_table
-from harness.report import write_report
 
 from .browser import chromium, screenshot
 
