@@ -15,8 +15,11 @@ import pandas as pd
 from harness.errors import LayoutbenchError
 from harness.records import HIGHER_IS_BETTER, IDENTITY_KEYS, METRIC_KEYS, RecordStore, latest
 
-# Deterministic metrics only: timings would need repeats to gate on.
-DEFAULT_THRESHOLDS = "transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0"
+# Deterministic metrics only (Vulkan and Arm): timings would need repeats to gate on.
+DEFAULT_THRESHOLDS = (
+    "transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0,"
+    "transposes=0,transpose_bytes=5%,cycles=5%"
+)
 
 
 class GateError(LayoutbenchError):
