@@ -45,17 +45,20 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The Arm ML SDK binaries need a newer glibc and Vulkan loader than Debian 12 has: this
-# fetches Debian trixie's into ~/.cache/layoutbench/vgf-host (harness/vgf_host.py). A host
+# fetches Debian trixie's into ~/.cache/layoutbench/vgf-host (harness/targets/arm/vgf_host.py). A host
 # where that fails still builds; its vgf records are skipped with the reason.
 vgf-host: $(STAMP) system-deps
-	$(PY) -m harness.vgf_host || echo "make: vgf records will be skipped on this host (reason above)"
+	$(PY) -m harness.targets.arm.vgf_host || echo "make: vgf records will be skipped on this host (reason above)"
 
+# The import contracts (pyproject.toml, [tool.importlinter]) first: a broken dependency rule
+# fails the build before any test runs.
 test: $(STAMP) system-deps vgf-host
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
-# The report is written even when some records failed; the exit status is compare's.
+# The report is written even when some records failed; the exit status is the run's.
 bench: $(STAMP)
-	$(VENV)/bin/layoutbench compare --zoo quick --strategies all --out $(RESULTS); status=$$?; \
+	$(VENV)/bin/layoutbench run --zoo quick --strategies all --out $(RESULTS); status=$$?; \
 	$(VENV)/bin/layoutbench report $(RESULTS) && exit $$status
 
 # asv over the last commit (quick: one sample each); the environment is created once.

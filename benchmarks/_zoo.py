@@ -1,17 +1,20 @@
-"""Which models the asv suites run over, and the lowering each benchmark process shares
-between its parameters' set-ups.
+"""Which models the asv suites run over, and what the suites share: the process's model
+pipelines, and ``track_`` benchmarks that read a record's metric in the schema's unit.
 
 The quick zoo unless ``LAYOUTBENCH_BENCH_ZOO`` names another (``full`` for a release
 comparison; it takes about 15 minutes to lower) or ``LAYOUTBENCH_BENCH_MODELS`` lists
-models (comma-separated, any name ``layoutbench list models`` accepts).
+models (comma-separated, any name ``layoutbench list models`` accepts, user factories and
+saved ``.pt2`` programs included).
 """
 
-import functools
 import os
+import tempfile
 
 import models
-from harness.export_cache import export_model
-from harness.vulkan_lowering import VulkanLowering
+from harness.pipeline.model import pipeline
+from harness.pipeline.sweep import run_sweep
+from harness.results.schema import metric
+from harness.results.store import RecordStore
 
 BENCH_ZOO = os.environ.get("LAYOUTBENCH_BENCH_ZOO", "quick")
 _LISTED = os.environ.get("LAYOUTBENCH_BENCH_MODELS")
@@ -24,20 +27,44 @@ def warm_export_cache(model_names: list[str]) -> list[str]:
     Returns the names: a ``setup_cache`` returning None would not be passed on by asv,
     changing the benchmarks' signatures."""
     for name in model_names:
-        export_model(models.create(name))
+        pipeline(name).exported
     return list(model_names)
 
 
-@functools.cache
-def lowering(model: str) -> VulkanLowering:
-    """The model lowered to the layout pass, once per process: it does not pickle, so it
-    cannot come from ``setup_cache``."""
-    return VulkanLowering.from_exported(export_model(models.create(model)))
+def track(name: str):
+    """A ``track_`` benchmark: the metric ``name`` of the record ``setup`` selected, in the
+    schema's unit."""
+
+    def benchmark(self, records, *params):
+        return self.record[name]
+
+    benchmark.unit = metric(name).unit
+    benchmark.__doc__ = metric(name).label
+    return benchmark
 
 
 class RecordedSuite:
     """Base of suites whose ``track_`` benchmarks read the record ``setup_cache`` made for
-    their parameters; a record that is not ok skips them with its reason."""
+    their parameters; a record that is not ok skips them with its reason.
+
+    ``setup_cache`` sweeps the suite's own ``params`` once: its models (the first
+    parameter) x its ``strategy`` parameter (if any) on its ``target`` parameter, else on
+    the class attribute ``target``; records are keyed by the parameter values."""
+
+    timeout = 3600
+    target = "vulkan"
+
+    def _param(self, name: str, default: list) -> list:
+        return list(self.params[self.param_names.index(name)]) if name in self.param_names else default
+
+    def setup_cache(self):
+        model_names = list(self.params[0])
+        strategy_names = self._param("strategy", [])
+        with tempfile.TemporaryDirectory() as results:
+            store = RecordStore(results)
+            records = [record for target in self._param("target", [self.target])
+                       for record in run_sweep(model_names, strategy_names, target, store, fresh=True)]
+        return {tuple(record[name] for name in self.param_names): record for record in records}
 
     def setup(self, records, *params):
         self.record = records[params]

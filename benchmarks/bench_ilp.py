@@ -6,10 +6,8 @@ problems (plain data); ``time_solve`` measures formulation plus HiGHS. Goals on 
 minutes to lower, so they are benchmarked only with ``LAYOUTBENCH_BENCH_ZOO=full``.
 """
 
-import models
 from benchmarks._zoo import BENCH_ZOO
-from harness.export_cache import export_model
-from harness.vulkan_lowering import VulkanLowering
+from harness.pipeline.model import pipeline
 from strategies.ilp import formulate, partition_problems, solve
 
 ALL_GRAPHS = (
@@ -23,7 +21,7 @@ GRAPHS = ALL_GRAPHS if BENCH_ZOO == "full" else ALL_GRAPHS[:2]
 
 def layout_problems(model: str) -> list:
     """The layout problem of each partition of a model, as the ILP pass would see it."""
-    return partition_problems(VulkanLowering.from_exported(export_model(models.create(model))))
+    return partition_problems(pipeline(model).vulkan_lowering.programs)
 
 
 class IlpScaling:

@@ -2,16 +2,15 @@
 
 A lowered program does not pickle (its edge operators are not importable by name), so
 ``setup_cache`` can only warm the on-disk export cache; each benchmark process then
-lowers its model to the layout pass once (``benchmarks._zoo.lowering``) and every timed call gets a
+lowers its model to the layout pass once (``harness.pipeline.model.pipeline``) and every timed call gets a
 fresh copy of the partitions, so only the pass itself is timed. That per-process lowering
 makes ``time_layout_pass`` the slow suite (one model prefix per (model, strategy) process).
 """
 
-import models
 import strategies
-from benchmarks._zoo import BENCH_MODELS, lowering, warm_export_cache
-from harness.export_cache import export_model
-from harness.vulkan_lowering import VulkanLowering, run_layout_pass
+from benchmarks._zoo import BENCH_MODELS, warm_export_cache
+from harness.pipeline.model import pipeline
+from harness.targets.vulkan.lowering import VulkanLowering, run_layout_pass
 
 STRATEGIES = strategies.list_strategies()
 
@@ -29,7 +28,7 @@ class LayoutPass:
 
     def setup(self, _, model, strategy):
         strategy_cls = strategies.get_strategy(strategy)
-        self.inputs = [prefix.layout_pass_input(strategy_cls) for prefix in lowering(model).prefixes]
+        self.inputs = [prefix.layout_pass_input(strategy_cls) for prefix in pipeline(model).vulkan_lowering.prefixes]
 
     def time_layout_pass(self, _, model, strategy):
         for layout_pass, program in self.inputs:
@@ -49,7 +48,7 @@ class Lowering:
         return warm_export_cache(BENCH_MODELS)
 
     def setup(self, _, model):
-        self.exported = export_model(models.create(model))
+        self.exported = pipeline(model).exported
 
     def peakmem_lowering(self, _, model):
         VulkanLowering.from_exported(self.exported)

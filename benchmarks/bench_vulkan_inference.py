@@ -11,11 +11,10 @@ import functools
 import tempfile
 from pathlib import Path
 
-import models
-from benchmarks._zoo import BENCH_MODELS, lowering
-from harness.export_cache import export_model
-from harness.runners import NO_RUNTIME_REASON, Pybindings, find_runtime
-from harness.sweep import measure_vulkan
+from benchmarks._zoo import BENCH_MODELS
+from harness.pipeline.model import pipeline
+from harness.targets.vulkan.runners import NO_RUNTIME_REASON, Pybindings, find_runtime
+from harness.targets.vulkan.targets import measure_vulkan
 from strategies import list_strategies
 
 STRATEGIES = list_strategies()
@@ -23,8 +22,7 @@ STRATEGIES = list_strategies()
 
 @functools.cache
 def _program(model: str, strategy: str) -> bytes:
-    pte, _ = measure_vulkan(lowering(model), strategy)
-    return pte
+    return measure_vulkan(pipeline(model).vulkan_lowering, strategy, {})
 
 
 class VulkanInference:
@@ -41,7 +39,7 @@ class VulkanInference:
             raise NotImplementedError(NO_RUNTIME_REASON)
         self.pte = Path(self.workdir.name) / "program.pte"
         self.pte.write_bytes(_program(model, strategy))
-        self.inputs = list(export_model(models.create(model)).example_inputs[0])
+        self.inputs = list(pipeline(model).exported.example_inputs[0])
         if isinstance(self.runtime, Pybindings):
             from executorch.runtime import Runtime
 

@@ -1,7 +1,9 @@
 """The ``layoutbench`` command line.
 
-stdout carries only the result (table, JSON or CSV) so it can be piped; progress and logs
-go to stderr. ExecuTorch's and torch's warnings are silenced unless ``--verbose``.
+stdout carries only the result (table, JSON or CSV) so it can be piped; progress, logs and
+whatever the libraries print go to stderr. ExecuTorch's and torch's warnings are silenced
+unless ``--verbose``. Exit codes: 0 done, 1 a measurement failed (its record says why) or
+the gate found a regression, 2 the command was wrong (one line says what to change).
 """
 
 import argparse
@@ -11,28 +13,9 @@ import os
 import sys
 import warnings
 
-from harness.gate import DEFAULT_THRESHOLDS
-from harness.records import format_number
+from harness.results.gate import DEFAULT_THRESHOLDS
 
 PROGRAM = "layoutbench"
-TABLE_COLUMNS = (
-    "status",
-    "transitions",
-    "excess_transitions",
-    "transition_bytes",
-    "delegate_memory_bytes",
-    "transition_memory_bytes",
-    "partitions",
-    "ops_outside_delegate",
-    "pass_seconds",
-    "optimal",
-)
-ARM_COLUMNS = (
-    "tosa_ops", "transposes", "transpose_bytes", "reference_max_abs_error", "reference_seconds", "cycles",
-    "inferences_per_second", "sram_bytes", "offchip_bytes", "transpose_cycle_share", "setup_seconds",
-    "inference_seconds", "lowering_seconds",
-)
-RUN_COLUMNS = ("runtime", "latency_ms_median", "peak_rss_bytes", "max_abs_error", "transition_time_share")
 
 
 def _quiet_libraries(verbose: bool) -> None:
@@ -51,6 +34,35 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _add_sweep_arguments(command, required: bool) -> None:
+    chosen = command.add_mutually_exclusive_group(required=required)
+    chosen.add_argument("--models", help="comma-separated models: zoo names, timm:<name>, <name>.unfused, "
+                        "package.module:factory, file.py:factory, or a .pt2 saved with torch.export.save")
+    chosen.add_argument("--zoo", help="a zoo: quick or full")
+    command.add_argument("--strategies", default="all",
+                         help="comma-separated names, package.module:Class, file.py:Class, or all")
+    command.add_argument("--target", default="vulkan",
+                         help="comma-separated targets (default: vulkan; see list targets). Strategies apply to "
+                         "the Vulkan targets; Arm targets measure their backend's own passes, with no strategy")
+    command.add_argument("--out", default="results", help="results directory (JSON Lines, resumable)")
+    command.add_argument("--columns", help="table columns: all, or a comma list of record fields "
+                         "(default: the headline metrics of each target; json and csv carry every field)")
+    command.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
+    running = command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)")
+    running.add_argument("--et-runner", help="executor_runner built with Vulkan (default: $LAYOUTBENCH_ET_RUNNER, "
+                         "else ExecuTorch pybindings if they have VulkanBackend)")
+    running.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
+    running.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
+
+
+def _add_gate_arguments(command, required: bool) -> None:
+    gate = command.add_argument_group("regression gate", "judging a candidate results directory")
+    gate.add_argument("--baseline", required=required, help="results directory of the reference (e.g. main)")
+    gate.add_argument("--candidate", required=required, help="results directory of the change under test")
+    gate.add_argument("--threshold", default=DEFAULT_THRESHOLDS,
+                      help="allowed growth per metric, absolute or %% of the baseline (default: %(default)s)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
@@ -63,31 +75,23 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("what", choices=("models", "zoos", "strategies", "targets"))
     listing.add_argument("--zoo", help="only the models of this zoo")
 
+    run = commands.add_parser("run", help="measure models x strategies on targets into a results directory")
+    _add_sweep_arguments(run, required=True)
+    run.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+    gate = commands.add_parser("gate", help="judge a candidate results directory against a baseline; "
+                               "exit 1 when a metric got worse past its threshold")
+    _add_gate_arguments(gate, required=True)
+    gate.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
     compare = commands.add_parser(
-        "compare", help="lower models with strategies and compare, or gate a candidate against a baseline",
-        description="With --models/--zoo: lower and record. With --baseline/--candidate: compare two "
-        "results directories and exit 1 when a metric got worse past its threshold.",
+        "compare", help="run (with --models/--zoo) or gate (with --baseline/--candidate); kept for scripts",
+        description="With --models/--zoo: the same as run. With --baseline/--candidate: the same as gate.",
     )
-    chosen = compare.add_mutually_exclusive_group()
-    chosen.add_argument("--models", help="comma-separated model names (timm:<name>, <name>.unfused ...)")
-    chosen.add_argument("--zoo", help="a zoo: quick or full")
-    compare.add_argument("--strategies", default="all", help="comma-separated names, package.module:Class, or all")
-    compare.add_argument("--target", default="vulkan",
-                         help="comma-separated targets (default: vulkan; see list targets). Strategies apply to "
-                         "the Vulkan targets; Arm targets record their backend's own passes as arm-backend")
-    compare.add_argument("--out", default="results", help="results directory (JSON Lines, resumable)")
+    _add_sweep_arguments(compare, required=False)
+    _add_gate_arguments(compare, required=False)
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    compare.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
-    gate = compare.add_argument_group("regression gate", "judging a candidate results directory")
-    gate.add_argument("--baseline", help="results directory of the reference (e.g. main)")
-    gate.add_argument("--candidate", help="results directory of the change under test")
-    gate.add_argument("--threshold", default=DEFAULT_THRESHOLDS,
-                      help="allowed growth per metric, absolute or %% of the baseline (default: %(default)s)")
-    running = compare.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)")
-    running.add_argument("--et-runner", help="executor_runner built with Vulkan (default: $LAYOUTBENCH_ET_RUNNER, "
-                         "else ExecuTorch pybindings if they have VulkanBackend)")
-    running.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
-    running.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
+
     explain = commands.add_parser("explain", help="why each transition of one strategy exists")
     explain.add_argument("model")
     explain.add_argument("--strategy", required=True)
@@ -96,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
 
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
-    report.add_argument("results", help="results directory written by compare")
+    report.add_argument("results", help="results directory written by run")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
 
     dashboard = commands.add_parser(
@@ -108,19 +112,20 @@ def _parser() -> argparse.ArgumentParser:
 def _explain(args) -> int:
     import models
     import strategies
-    from harness import validator
-    from harness.explain import compare_strategies, transitions_table
-    from harness.export_cache import export_model
-    from harness.vulkan_lowering import VulkanLowering
+    from harness.inspection.explain import compare_strategies, transitions_table
+    from harness.pipeline.model import ModelPipeline
+    from harness.pipeline.sweep import output_to_stderr
+    from harness.targets.vulkan import validator
 
     models.resolve_models(args.model)
     names = [args.strategy] + ([args.vs] if args.vs else [])
     classes = [strategies.get_strategy(name) for name in names]
     print(f"{PROGRAM}: lowering {args.model}", file=sys.stderr)
-    lowering = VulkanLowering.from_exported(export_model(models.create(args.model)))
-    lowered = [lowering.lower(cls) for cls in classes]
-    for program in lowered:
-        validator.validate(program)
+    with output_to_stderr():
+        lowering = ModelPipeline(args.model).vulkan_lowering
+        lowered = [lowering.lower(cls) for cls in classes]
+        for program in lowered:
+            validator.validate(program)
     table = transitions_table(lowered[0])
     result = {"model": args.model, "strategy": args.strategy, "transitions": table}
     if args.vs:
@@ -128,7 +133,7 @@ def _explain(args) -> int:
         result.update(vs=args.vs, vs_transitions=len(transitions_table(lowered[1])),
                       differing_nodes=differing, transitions_only_in_one=only_one)
     if args.graph:
-        from harness.graph_view import write
+        from harness.inspection.graph_view import write
 
         path = write(lowered[0], f"{args.model} / {args.strategy}", args.graph)
         print(f"{PROGRAM}: graph written to {path}", file=sys.stderr)
@@ -167,7 +172,7 @@ def _render_explanation(result: dict, output_format: str) -> str:
 
 
 def _report(args) -> int:
-    from harness.report import write_report
+    from harness.results.report import write_report
 
     html = write_report(args.results, args.out)
     print(f"{PROGRAM}: report written to {html} (Markdown: {html.with_suffix('.md')})", file=sys.stderr)
@@ -176,7 +181,7 @@ def _report(args) -> int:
 
 
 def _dashboard(args) -> int:
-    from harness.dashboard import vendor
+    from harness.results.dashboard import vendor
 
     count = vendor(args.html)
     print(f"{PROGRAM}: {count} CDN references in {args.html} now point at local copies", file=sys.stderr)
@@ -184,18 +189,19 @@ def _dashboard(args) -> int:
 
 
 def _list(args) -> int:
-    import models
-    import strategies
-    from harness.sweep import TARGETS
+    if args.what in ("models", "zoos"):
+        import models
 
-    if args.what == "models":
-        names = models.list_models(zoo=args.zoo) if args.zoo else models.list_models()
-    elif args.what == "zoos":
-        names = models.list_zoos()
+        names = (models.list_zoos() if args.what == "zoos"
+                 else models.list_models(zoo=args.zoo) if args.zoo else models.list_models())
     elif args.what == "strategies":
+        import strategies
+
         names = strategies.list_strategies()
     else:
-        names = list(TARGETS)
+        from harness.targets import list_targets
+
+        names = list_targets()
     print("\n".join(names))
     return 0
 
@@ -227,33 +233,23 @@ class _RichProgress:
         self._progress.advance(self._task, steps)
 
 
-def _render(records: list[dict], output_format: str) -> str:
+def _render(records: list[dict], output_format: str, columns: str | None) -> str:
     import pandas as pd
 
-    from harness.records import with_excess
+    from harness.results.table import render_table
 
     if output_format == "json":
         return json.dumps(records, indent=1, default=str)
-    frame = with_excess(pd.DataFrame(records))
     if output_format == "csv":
-        return frame.to_csv(index=False)
-    vulkan = frame["target"].str.startswith("vulkan").any()
-    columns = [c for c in TABLE_COLUMNS if c in frame.columns and (vulkan or c == "status" or frame[c].notna().any())]
-    columns += [c for c in (*RUN_COLUMNS, *ARM_COLUMNS) if c in frame.columns and frame[c].notna().any()]
-    index = ["model", "strategy"] + (["target"] if frame["target"].nunique() > 1 else [])
-    table = frame.set_index(index)[columns]
-    if "optimal" in table:
-        table["optimal"] = table["optimal"].astype(object).where(table["optimal"].notna(), "-")
-    return table.to_string(float_format=format_number, na_rep="-")
+        return pd.DataFrame(records).to_csv(index=False)
+    chosen = columns if columns in (None, "all") else [c.strip() for c in columns.split(",") if c.strip()]
+    return render_table(records, chosen)
 
 
 def _gate(args) -> int:
-    from harness.gate import failures, judge, parse_thresholds
+    from harness.results.gate import failures, judge, parse_thresholds
+    from harness.results.table import format_number
 
-    if not (args.baseline and args.candidate):
-        raise _usage("--baseline and --candidate go together")
-    if args.models or args.zoo:
-        raise _usage("--baseline/--candidate compare recorded results; drop --models/--zoo")
     verdicts = judge(args.baseline, args.candidate, parse_thresholds(args.threshold))
     failing = failures(verdicts)
     if args.format == "table":
@@ -272,56 +268,71 @@ def _gate(args) -> int:
     return 1 if len(failing) else 0
 
 
-def _usage(message: str):
-    from harness.errors import LayoutbenchError
+def _run(args) -> int:
+    from pathlib import Path
 
-    return LayoutbenchError(message)
-
-
-def _compare(args) -> int:
-    if args.baseline or args.candidate:
-        return _gate(args)
-    if not (args.models or args.zoo):
-        raise _usage("say what to run (--models or --zoo), or what to judge (--baseline and --candidate)")
     import models
     import strategies
-    from harness.records import IDENTITY_KEYS, RecordStore, latest
-    from harness.runners import RunSettings
-    from harness.sweep import RunOptions, check_target, run_sweep, strategies_for
+    from harness.pipeline.sweep import run_sweep, strategies_for
+    from harness.results.store import RecordStore, key, latest
+    from harness.targets import MeasureContext, RunSettings, resolve_targets
 
     model_names = models.resolve_models(args.models, args.zoo)
     strategy_names = strategies.resolve_strategies(args.strategies)
-    targets = [check_target(t.strip()) for t in args.target.split(",") if t.strip()]
+    targets = resolve_targets(args.target)
     plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
     store = RecordStore(args.out)
+    context = MeasureContext(Path(args.out).resolve(), args.et_runner,
+                             RunSettings(warmup=args.warmup, iterations=args.iterations))
     with _RichProgress(len(plan)) as progress:
-        options = RunOptions(args.et_runner, RunSettings(warmup=args.warmup, iterations=args.iterations))
         for target in targets:
-            run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh, run_options=options)
+            run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh, context=context)
 
-    order = {key: i for i, key in enumerate(plan)}
-    records = [r for r in latest(store.read()) if tuple(r[k] for k in IDENTITY_KEYS) in order]
-    records.sort(key=lambda r: order[tuple(r[k] for k in IDENTITY_KEYS)])
-    print(_render(records, args.format))
+    order = {entry: i for i, entry in enumerate(plan)}
+    records = sorted((r for r in latest(store.read()) if key(r) in order), key=lambda r: order[key(r)])
+    print(_render(records, args.format, args.columns))
     failed = [r for r in records if r["status"] == "failed"]
+    reasons: dict = {}
     for record in failed:
-        print(f"{PROGRAM}: {record['model']} / {record['strategy']}: {record['reason']}", file=sys.stderr)
-    skip_reasons = {r["reason"] for r in records if r["status"] == "skipped"}
-    for reason in sorted(skip_reasons):
+        place = (record["model"], record["target"], record["reason"])
+        reasons.setdefault(place, []).append(record["strategy"] or record["target"])
+    for (model, _, reason), which in reasons.items():
+        print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
+    for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
         print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
     print(f"{PROGRAM}: {len(records)} records in {store.path}", file=sys.stderr)
     return 1 if failed else 0
 
 
+def _compare(args) -> int:
+    from harness.errors import UsageError
+
+    judging = args.baseline or args.candidate
+    if judging and (args.models or args.zoo):
+        raise UsageError("--baseline/--candidate compare recorded results; drop --models/--zoo")
+    if judging:
+        if not (args.baseline and args.candidate):
+            raise UsageError("--baseline and --candidate go together")
+        return _gate(args)
+    if not (args.models or args.zoo):
+        raise UsageError("say what to run (--models or --zoo), or what to judge (--baseline and --candidate)")
+    return _run(args)
+
+
+COMMANDS = {"list": _list, "run": _run, "gate": _gate, "compare": _compare, "explain": _explain,
+            "report": _report, "dashboard": _dashboard}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _quiet_libraries(args.verbose)
-    from harness.errors import LayoutbenchError
+    from harness.errors import LayoutbenchError, MeasurementError
 
     try:
-        command = {"list": _list, "compare": _compare, "explain": _explain, "report": _report,
-                   "dashboard": _dashboard}[args.command]
-        return command(args)
+        return COMMANDS[args.command](args)
+    except MeasurementError as error:
+        print(f"{PROGRAM}: failed: {error}", file=sys.stderr)
+        return 1
     except LayoutbenchError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2

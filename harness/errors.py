@@ -1,28 +1,20 @@
-"""Errors a user of layoutbench can cause, each rendered by the CLI as one line."""
+"""The harness's errors; the shared base classes live in the leaf :mod:`strategies.errors`."""
+
+from strategies.errors import (  # noqa: F401  (re-exported: the one set of error classes)
+    InvalidAssignmentError,
+    InvalidModelError,
+    LayoutbenchError,
+    MeasurementError,
+    UnknownNameError,
+    UsageError,
+)
 
 
-class LayoutbenchError(Exception):
-    """Base class: the message is the whole explanation, shown without a traceback."""
+class ModelExportError(MeasurementError):
+    """torch.export failed for a model."""
 
 
-class UnknownNameError(LayoutbenchError):
-    """A model or strategy name that no registry knows."""
-
-    def __init__(self, kind: str, name: str, known: list[str], hint: str = ""):
-        self.name = name
-        listing = ", ".join(known)
-        super().__init__(f"unknown {kind} '{name}'; known: {listing}{hint}")
-
-
-class ModelExportError(LayoutbenchError):
-    """torch.export failed for a zoo model."""
-
-
-class InvalidAssignmentError(LayoutbenchError):
-    """A strategy gave an operator a tensor representation the operator does not accept."""
-
-
-class LoweringError(LayoutbenchError):
+class LoweringError(MeasurementError):
     """ExecuTorch failed to partition, lower or serialize a model."""
 
 

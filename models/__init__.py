@@ -2,6 +2,7 @@
 
 from models import edgetam, synthetic, timm_zoo  # noqa: F401  (registrations)
 from models._registry import (
+    ENTRY_POINT_GROUP,
     UNFUSED_SUFFIX,
     ModelSpec,
     add_to_zoo,
@@ -14,6 +15,7 @@ from models._registry import (
 )
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "UNFUSED_SUFFIX",
     "ModelSpec",
     "add_to_zoo",

@@ -1,28 +1,47 @@
 """Model registry in the style of timm: ``@register_model``, ``create``, ``list_models``.
 
 A registered factory takes no arguments and returns a :class:`ModelSpec`. Names that are
-not registered may still resolve through a *family* (``timm:<name>``, ``synthetic:<ops>``),
-and any attention model also exists as ``<name>.unfused``.
+not registered may still resolve:
+
+- through a *family* (``timm:<name>``, ``synthetic:<ops>``);
+- as a user's factory, ``package.module:factory`` or ``path/to/file.py:factory``, or an
+  entry point of the group ``layoutbench.models``; the factory returns a ModelSpec or a
+  ``(module, example_inputs)`` pair;
+- as a program saved with ``torch.export.save`` (``path/to/model.pt2``), measured as saved.
+
+Any attention model also exists as ``<name>.unfused``.
 """
 
 import fnmatch
+import hashlib
+import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
 
-from harness.errors import UnknownNameError
+from strategies.errors import InvalidModelError, UnknownNameError, UsageError
+from strategies.plugins import entry_point_names, load_object
 
 UNFUSED_SUFFIX = ".unfused"
+ENTRY_POINT_GROUP = "layoutbench.models"
+SAVED_PROGRAM_SUFFIX = ".pt2"
+ZOO_DIR = Path(__file__).resolve().parent
 
 
 @dataclass
 class ModelSpec:
-    """A model ready to export: an eval-mode module and one example input tuple."""
+    """A model ready to export: an eval-mode module and one example input tuple.
+
+    ``exported`` is set for a saved program, which is measured as it is (not re-exported);
+    ``source_digest`` changes whenever the code or file that defines the model changes."""
 
     name: str
     module: torch.nn.Module
     example_inputs: tuple
+    exported: torch.export.ExportedProgram | None = None
+    source_digest: str = ""
 
     @property
     def input_shapes(self) -> list[list[int]]:
@@ -38,6 +57,7 @@ class _Entry:
 _models: dict[str, _Entry] = {}
 _zoo_variants: dict[str, set[str]] = {}  # zoo -> derived names, e.g. "<name>.unfused"
 _families: dict[str, Callable[[str], ModelSpec]] = {}
+_family_checks: dict[str, Callable[[str], None]] = {}
 
 
 def register_model(fn=None, *, name: str | None = None, zoos=("full",)):
@@ -51,11 +71,14 @@ def register_model(fn=None, *, name: str | None = None, zoos=("full",)):
     return decorate(fn) if fn is not None else decorate
 
 
-def register_family(prefix: str):
-    """Register a resolver for every name of the form ``<prefix>:<argument>``."""
+def register_family(prefix: str, check: Callable[[str], None] | None = None):
+    """Register a resolver for every name of the form ``<prefix>:<argument>``; ``check``
+    rejects a bad argument without building anything (names are checked before a sweep)."""
 
     def decorate(resolver):
         _families[prefix] = resolver
+        if check is not None:
+            _family_checks[prefix] = check
         return resolver
 
     return decorate
@@ -69,9 +92,10 @@ def add_to_zoo(zoo: str, *names: str) -> None:
 
 
 def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
-    """Model names matching a glob pattern: all registered ones, or the members of a zoo."""
+    """Model names matching a glob pattern: all registered ones (entry points included), or
+    the members of a zoo."""
     if zoo is None:
-        names = set(_models)
+        names = set(_models) | set(entry_point_names(ENTRY_POINT_GROUP))
     else:
         names = {n for n, entry in _models.items() if zoo in entry.zoos}
         names |= _zoo_variants.get(zoo, set())
@@ -95,38 +119,102 @@ def _unfuse_attention(module: torch.nn.Module) -> int:
 def _unknown(name: str) -> UnknownNameError:
     families = ", ".join(f"{prefix}:<name>" for prefix in sorted(_families))
     return UnknownNameError(
-        "model", name, list_models(), f" (also {families}, and <name>{UNFUSED_SUFFIX})"
+        "model", name, list_models(),
+        f" (also {families}, <name>{UNFUSED_SUFFIX}, package.module:factory, file.py:factory, a .pt2 file)",
     )
+
+
+def _digest_files(paths) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _zoo_digest() -> str:
+    """Changes whenever a model definition in models/ changes."""
+    return _digest_files(ZOO_DIR.glob("*.py"))
+
+
+def _factory_digest(factory) -> str:
+    """The digest of the file defining a user's factory (the zoo's, for a lambda in it)."""
+    source = inspect.getsourcefile(factory)
+    return _digest_files([source]) if source else _zoo_digest()
+
+
+def _from_factory(name: str, factory) -> ModelSpec:
+    """A user's factory called: it returns a ModelSpec or ``(module, example_inputs)``."""
+    made = factory()
+    if isinstance(made, ModelSpec):
+        spec = made
+    elif isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+        inputs = made[1] if isinstance(made[1], tuple) else (made[1],)
+        spec = ModelSpec(name, made[0].eval(), inputs)
+    else:
+        raise InvalidModelError(f"model factory '{name}' returned {type(made).__name__}; "
+                                "return (module, example_inputs) or a models.ModelSpec")
+    spec.source_digest = spec.source_digest or _factory_digest(factory)
+    return spec
+
+
+def _saved_program(name: str) -> ModelSpec:
+    path = Path(name).expanduser()
+    try:
+        exported = torch.export.load(path)
+    except Exception as error:  # torch.export.load raises many types for a bad file
+        raise InvalidModelError(f"{path} is not a program saved with torch.export.save: {error}") from error
+    if not exported.example_inputs:
+        raise InvalidModelError(f"{path} was saved without example inputs; export it with example inputs")
+    inputs = exported.example_inputs[0]
+    return ModelSpec(name, exported.module(), inputs, exported=exported, source_digest=_digest_files([path]))
+
+
+def _resolve(base: str) -> Callable[[], ModelSpec]:
+    """A function that builds the model ``base`` names (no ``.unfused`` suffix)."""
+    if base in _models:
+        return _models[base].factory
+    if base.endswith(SAVED_PROGRAM_SUFFIX):
+        if not Path(base).expanduser().is_file():
+            raise UsageError(f"no saved program at {base} (a .pt2 written by torch.export.save)")
+        return lambda: _saved_program(base)
+    prefix, separator, argument = base.partition(":")
+    if separator and prefix in _families:
+        _family_checks.get(prefix, lambda argument: None)(argument)
+        return lambda: _families[prefix](argument)
+    found = entry_point_names(ENTRY_POINT_GROUP).get(base)
+    if found is not None:
+        return lambda: _from_factory(base, found.load())
+    if separator:
+        factory = load_object(base, "model", list_models())
+        if not callable(factory):
+            raise UnknownNameError("model", base, list_models(), f" ({base} is not callable)")
+        return lambda: _from_factory(base, factory)
+    raise _unknown(base)
+
+
+def _split_unfused(name: str) -> tuple[str, bool]:
+    if name.endswith(UNFUSED_SUFFIX):
+        return name[: -len(UNFUSED_SUFFIX)], True
+    return name, False
 
 
 def create(name: str) -> ModelSpec:
     """Build the model registered (or resolvable) as ``name``."""
-    base, unfused = name, name.endswith(UNFUSED_SUFFIX)
+    base, unfused = _split_unfused(name)
+    spec = _resolve(base)()
+    spec.source_digest = spec.source_digest or _zoo_digest()
     if unfused:
-        base = name[: -len(UNFUSED_SUFFIX)]
-    if base in _models:
-        spec = _models[base].factory()
-    elif ":" in base and base.split(":", 1)[0] in _families:
-        prefix, argument = base.split(":", 1)
-        spec = _families[prefix](argument)
-    else:
-        raise _unknown(name)
-    if unfused and _unfuse_attention(spec.module) == 0:
-        raise UnknownNameError(
-            "model", name, list_models(), f" ('{base}' has no fused attention to unfuse)"
-        )
+        if spec.exported is not None:
+            raise InvalidModelError(f"'{base}' is a saved program; its attention cannot be unfused")
+        if _unfuse_attention(spec.module) == 0:
+            raise InvalidModelError(f"'{base}' has no fused attention to unfuse")
     spec.name = name
     return spec
 
 
 def check_model_name(name: str) -> None:
-    """Raise UnknownNameError for a name ``create`` could not resolve, without building it."""
-    base = name[: -len(UNFUSED_SUFFIX)] if name.endswith(UNFUSED_SUFFIX) else name
-    if base in _models:
-        return
-    if ":" in base and base.split(":", 1)[0] in _families:
-        return
-    raise _unknown(name)
+    """Raise a UsageError for a name ``create`` could not resolve, without building it."""
+    _resolve(_split_unfused(name)[0])
 
 
 def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str]:

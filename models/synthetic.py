@@ -11,7 +11,7 @@ import random
 import torch
 from torch import nn
 
-from harness.errors import UnknownNameError
+from strategies.errors import UnknownNameError, UsageError
 from models._registry import ModelSpec, register_family, register_model
 
 WIDTH = 8
@@ -78,10 +78,6 @@ def make_recipe(num_ops: int, seed: int) -> tuple[list, list[int]]:
 
 
 def synthetic_spec(num_ops: int, seed: int = 0) -> ModelSpec:
-    if not MIN_OPS <= num_ops <= MAX_OPS:
-        raise UnknownNameError(
-            "synthetic size", str(num_ops), [f"{MIN_OPS}..{MAX_OPS} ops"]
-        )
     torch.manual_seed(seed)
     recipe, outputs = make_recipe(num_ops, seed)
     module = SyntheticGraph(recipe, outputs).eval()
@@ -90,12 +86,20 @@ def synthetic_spec(num_ops: int, seed: int = 0) -> ModelSpec:
     return ModelSpec(f"synthetic:{num_ops}:{seed}", module, (example,))
 
 
-@register_family("synthetic")
-def any_synthetic(argument: str) -> ModelSpec:
+def parse_name(argument: str) -> tuple[int, int]:
+    """``<ops>[:<seed>]`` -> (ops, seed), checked."""
     parts = argument.split(":")
     if len(parts) > 2 or not all(p.isdigit() for p in parts):
         raise UnknownNameError("synthetic model", f"synthetic:{argument}", ["synthetic:<ops>[:<seed>]"])
-    return synthetic_spec(*(int(p) for p in parts))
+    num_ops, seed = int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
+    if not MIN_OPS <= num_ops <= MAX_OPS:
+        raise UsageError(f"a synthetic graph has {MIN_OPS} to {MAX_OPS} ops, not {num_ops}")
+    return num_ops, seed
+
+
+@register_family("synthetic", check=parse_name)
+def any_synthetic(argument: str) -> ModelSpec:
+    return synthetic_spec(*parse_name(argument))
 
 
 @register_model(zoos=("quick", "full"))

@@ -5,7 +5,7 @@ Any other timm architecture is reachable as ``timm:<name>``.
 
 import torch
 
-from harness.errors import UnknownNameError
+from strategies.errors import UnknownNameError
 from models._registry import ModelSpec, add_to_zoo, register_family, register_model
 from models._torchvision import import_timm
 
@@ -23,12 +23,16 @@ def timm_spec(arch: str, name: str | None = None, **options) -> ModelSpec:
     return ModelSpec(name or arch, module, (example,))
 
 
-@register_family("timm")
-def any_timm_model(arch: str) -> ModelSpec:
+def check_timm_name(arch: str) -> None:
     timm = import_timm()
     if arch not in timm.list_models():
         close = timm.list_models(f"*{arch.split('_')[0]}*")[:10]
         raise UnknownNameError("timm model", arch, close or ["(see timm.list_models())"])
+
+
+@register_family("timm", check=check_timm_name)
+def any_timm_model(arch: str) -> ModelSpec:
+    check_timm_name(arch)
     return timm_spec(arch)
 
 

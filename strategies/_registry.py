@@ -1,34 +1,53 @@
 """Strategy registry in the style of timm: ``@register_strategy``, ``get_strategy``, ``list_strategies``.
 
-A strategy is a subclass of ExecuTorch's ``TagMemoryMetaPass`` that changes only the
-decisions. Besides the built-ins registered here, a strategy is found by
-``package.module:ClassName`` or through the entry-point group ``layoutbench.strategies``;
-either way it then works everywhere a built-in does.
+A strategy is a layout pass with the interface of ExecuTorch's ``TagMemoryMetaPass`` (a
+subclass of it, or an edited copy of ExecuTorch's own class loaded from a file) that
+changes only the decisions. Besides the built-ins, a strategy is found by
+``package.module:ClassName``, ``path/to/file.py:ClassName``, or through the entry-point
+group ``layoutbench.strategies``; either way it then works everywhere a built-in does.
 
 A strategy may define ``summarize(passes) -> dict`` (a classmethod taking the pass
 instances of every partition of one model) to add its own fields to the record.
+
+The built-ins register themselves when the registry is first asked, so importing this
+package's leaf modules (errors, plugins) stays cheap.
 """
 
 import fnmatch
 import importlib
-from importlib.metadata import entry_points
 
-from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
-
-from harness.errors import UnknownNameError
+from strategies.errors import UnknownNameError
+from strategies.plugins import entry_point_names, load_object
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"
+BUILT_IN_MODULES = ("all_width_packed", "bfs_downstream", "bfs_refined", "dfs_upstream", "ilp")
 
 _strategies: dict[str, type] = {}
 
 
+def _load_built_ins() -> None:
+    for module in BUILT_IN_MODULES:
+        importlib.import_module(f"strategies.{module}")
+
+
+def _is_layout_pass(cls) -> bool:
+    """A TagMemoryMetaPass subclass, or a class with its interface (ExecuTorch's own class
+    loaded from an edited copy of its file is an ExportPass, not a subclass of the installed one)."""
+    from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+    from executorch.exir.pass_base import ExportPass
+
+    if not isinstance(cls, type):
+        return False
+    return issubclass(cls, TagMemoryMetaPass) or (
+        issubclass(cls, ExportPass) and all(hasattr(cls, name) for name in ("call", "set_op_node_tensor_reprs"))
+    )
+
+
 def _check_strategy_class(name: str, cls) -> type:
-    if not (isinstance(cls, type) and issubclass(cls, TagMemoryMetaPass)):
+    if not _is_layout_pass(cls):
         raise UnknownNameError(
-            "strategy",
-            name,
-            list_strategies(),
-            f" ('{name}' is {cls!r}, not a subclass of TagMemoryMetaPass)",
+            "strategy", name, list_strategies(),
+            f" ('{name}' is {cls!r}, not a TagMemoryMetaPass or a layout pass with its interface)",
         )
     return cls
 
@@ -44,44 +63,26 @@ def register_strategy(name: str):
     return decorate
 
 
-def _entry_points() -> dict:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def list_strategies(pattern: str = "*") -> list[str]:
     """Built-in and entry-point strategy names matching a glob pattern."""
-    names = set(_strategies) | set(_entry_points())
+    _load_built_ins()
+    names = set(_strategies) | set(entry_point_names(ENTRY_POINT_GROUP))
     return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
 
-def _import_class(path: str) -> type:
-    module_name, _, class_name = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise UnknownNameError(
-            "strategy", path, list_strategies(), f" (cannot import '{module_name}': {error})"
-        ) from error
-    if not hasattr(module, class_name):
-        raise UnknownNameError(
-            "strategy", path, list_strategies(), f" ('{module_name}' has no '{class_name}')"
-        )
-    return getattr(module, class_name)
-
-
 def get_strategy(name: str) -> type:
-    """The pass class for a registered name, an entry point, or ``package.module:Class``."""
+    """The pass class for a registered name, an entry point, ``package.module:Class`` or
+    ``path/to/file.py:Class``."""
+    _load_built_ins()
     if name in _strategies:
         return _strategies[name]
-    found = _entry_points().get(name)
+    found = entry_point_names(ENTRY_POINT_GROUP).get(name)
     if found is not None:
         cls = _check_strategy_class(name, found.load())
     elif ":" in name:
-        cls = _check_strategy_class(name, _import_class(name))
+        cls = _check_strategy_class(name, load_object(name, "strategy", list_strategies()))
     else:
-        raise UnknownNameError("strategy", name, list_strategies(), " (or package.module:Class)")
-    if getattr(cls, "strategy_name", None) is None:
-        cls.strategy_name = name
+        raise UnknownNameError("strategy", name, list_strategies(), " (or package.module:Class, or file.py:Class)")
     return cls
 
 

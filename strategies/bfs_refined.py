@@ -7,14 +7,14 @@ from collections import Counter
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
-from harness.errors import InvalidAssignmentError
+from strategies.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
+from strategies.representations import packed_dim_info
 from strategies.layout_problem import (
     LayoutProblem,
     apply_assignment,
     extract,
     needed_transitions,
-    packed_dim_info,
     read_assignment,
     sync_components,
 )

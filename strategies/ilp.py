@@ -26,16 +26,15 @@ import numpy as np
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
-from harness.errors import InvalidAssignmentError
+from strategies.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
+from strategies.representations import DEFAULT_REPR, packed_dim_info
 from strategies.layout_problem import (
-    DEFAULT_REPR,
     LayoutProblem,
     apply_assignment,
     extract,
     infeasible_operators,
     needed_transitions,
-    packed_dim_info,
     shared_packed_dim_infos,
     sync_components,
 )
@@ -246,11 +245,11 @@ def _cost_bound(dual_bound: float, tie_budget: float) -> float:
     return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6)))
 
 
-def partition_problems(lowering) -> list[LayoutProblem]:
-    """The layout problem of each partition of a ``VulkanLowering``, as this pass sees it
-    under the partitioner's default texture limits."""
+def partition_problems(programs) -> list[LayoutProblem]:
+    """The layout problem of each partition program (as the layout pass receives it) under
+    the partitioner's default texture limits."""
     layout_pass = IlpLayout(vk_utils.DEFAULT_TEXTURE_LIMITS)
-    return [extract(layout_pass, prefix.program.graph_module) for prefix in lowering.prefixes]
+    return [extract(layout_pass, program.graph_module) for program in programs]
 
 
 @register_strategy("ilp")

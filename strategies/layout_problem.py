@@ -8,43 +8,27 @@ extracts exactly that structure, with domains and sync groups taken from the sam
 the tests) speaks about the same choices.
 """
 
-import functools
 import operator
 from dataclasses import dataclass, field
 
 import executorch.backends.vulkan.utils as vk_utils
 import torch
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node_repr_or_transition
-from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
-    VkMemoryLayout,
-    VkStorageType,
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
+
+from strategies.errors import InvalidAssignmentError
+from strategies.representations import (
+    DEFAULT_REPR,
+    Repr,
+    as_pair,
+    node_values,
+    packed_dim_info,
+    reprs_of,
+    tensor_bytes,
+    to_tensor_repr,
 )
 
-from harness.errors import InvalidAssignmentError
-from harness.metrics import layouts_for, node_values, tensor_bytes
-
-Repr = tuple[VkStorageType, VkMemoryLayout]
 TensorKey = tuple[str, int]  # (producing node name, output index)
-
-DEFAULT_REPR: Repr = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACKED)
-
-
-def reprs_of(repset: vk_utils.TensorRepSet, dtype: torch.dtype) -> list[Repr]:
-    """The representations a TensorRepSet allows a tensor of ``dtype``, in a fixed order."""
-    layouts = layouts_for(dtype)
-    return [(VkStorageType.BUFFER, layout) for layout in sorted(repset.valid_buffer_layouts & layouts)] + [
-        (VkStorageType.TEXTURE_3D, layout) for layout in sorted(repset.valid_texture_layouts & layouts)
-    ]
-
-
-@functools.cache  # a handful of representations, asked about constantly by the searches
-def packed_dim_info(representation: Repr) -> vk_utils.PackedDimInfo:
-    storage, layout = representation
-    return vk_utils.PackedDimInfo.from_repr(layout, storage)
-
-
-def to_tensor_repr(representation: Repr) -> vk_utils.TensorRepr:
-    return vk_utils.TensorRepr(*representation)
 
 
 @dataclass
@@ -172,7 +156,7 @@ def read_assignment(problem: LayoutProblem, graph_module: torch.fx.GraphModule) 
         tensor_repr = vk_utils.get_node_repr(node)
         if isinstance(tensor_repr, (list, tuple)):
             tensor_repr = tensor_repr[index]
-        return (tensor_repr.storage_type, tensor_repr.memory_layout)
+        return as_pair(tensor_repr)
 
     tensor_reprs = {key: representation(nodes[t.node], key[1]) for key, t in problem.tensors.items()}
     use_reprs = []

@@ -6,8 +6,8 @@ from benchmarks import bench_vulkan_layout as suite
 
 
 def test_suite_tracks_recorded_metrics(monkeypatch):
-    monkeypatch.setattr(suite, "BENCH_MODELS", ["synthetic_small"])
-    monkeypatch.setattr(suite, "STRATEGIES", ["bfs-downstream", "tests.user_strategies:IgnoresOperatorRules"])
+    monkeypatch.setattr(suite.VulkanLayout, "params",
+                        (["synthetic_small"], ["bfs-downstream", "tests.user_strategies:IgnoresOperatorRules"]))
     bench = suite.VulkanLayout()
     records = bench.setup_cache()
     bench.setup(records, "synthetic_small", "bfs-downstream")
@@ -15,7 +15,7 @@ def test_suite_tracks_recorded_metrics(monkeypatch):
         ("synthetic_small", "bfs-downstream")
     ]["transitions"] > 0
     assert bench.track_delegate_memory_bytes(records, "synthetic_small", "bfs-downstream") > 0
-    assert bench.track_transition_bytes.unit == "bytes"
+    assert bench.track_transition_bytes.unit == "bytes" and bench.track_transitions.unit == "count"
     with pytest.raises(NotImplementedError, match="BUFFER/HEIGHT_PACKED"):
         bench.setup(records, "synthetic_small", "tests.user_strategies:IgnoresOperatorRules")
 
@@ -55,7 +55,7 @@ def test_layout_pass_suite_times_the_real_pass_on_a_fresh_copy(monkeypatch):
 def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):
     from benchmarks import bench_arm
 
-    monkeypatch.setattr(bench_arm, "BENCH_MODELS", ["synthetic_small"])
+    monkeypatch.setattr(bench_arm.ArmTargets, "params", (["synthetic_small"], bench_arm.ARM_TARGETS))
     bench = bench_arm.ArmTargets()
     records = bench.setup_cache()
     assert set(records) == {("synthetic_small", target) for target in bench_arm.ARM_TARGETS}

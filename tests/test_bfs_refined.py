@@ -4,25 +4,26 @@ import executorch.backends.vulkan.utils as vk_utils
 import pytest
 
 import strategies
-from harness import metrics, validator
+from harness.targets.vulkan import metrics, validator
 from strategies.bfs_refined import BfsRefined
 from strategies.ilp import partition_problems
 
 from . import exhaustive
 from .conftest import QUICK_ZOO
 from .test_ilp import RANDOM_GRAPHS
+from harness.pipeline.model import pipeline
 
 
-def _lower(lowerings, model, name):
-    lowered = lowerings.lowering(model).lower(strategies.get_strategy(name))
+def _lower(model, name):
+    lowered = pipeline(model).vulkan_lowering.lower(strategies.get_strategy(name))
     validator.validate(lowered)
     return lowered
 
 
-def test_quick_zoo_never_worse_than_bfs_and_within_5_percent_of_the_ilp(lowerings):
+def test_quick_zoo_never_worse_than_bfs_and_within_5_percent_of_the_ilp():
     totals = {"bfs-downstream": 0, "bfs-refined": 0, "ilp": 0}
     for model in QUICK_ZOO:
-        counts = {name: len(metrics.transitions(_lower(lowerings, model, name))) for name in totals}
+        counts = {name: len(metrics.transitions(_lower(model, name))) for name in totals}
         assert counts["ilp"] <= counts["bfs-refined"] <= counts["bfs-downstream"], model
         for name, count in counts.items():
             totals[name] += count
@@ -30,20 +31,20 @@ def test_quick_zoo_never_worse_than_bfs_and_within_5_percent_of_the_ilp(lowering
     assert totals["bfs-refined"] < totals["bfs-downstream"], "the quick zoo must show a gain"
 
 
-def test_reports_the_pass_it_started_from(lowerings):
-    refined = _lower(lowerings, "mobilevit_xs.unfused", "bfs-refined")
+def test_reports_the_pass_it_started_from():
+    refined = _lower("mobilevit_xs.unfused", "bfs-refined")
     summary = strategies.summarize(BfsRefined, [p.layout_pass for p in refined.partitions])
-    bfs = _lower(lowerings, "mobilevit_xs.unfused", "bfs-downstream")
+    bfs = _lower("mobilevit_xs.unfused", "bfs-downstream")
     assert summary["bfs_transitions"] == len(metrics.transitions(bfs)) == 11
     assert len(metrics.transitions(refined)) == 7
 
 
-def test_random_graphs_between_the_optimum_and_bfs(lowerings):
+def test_random_graphs_between_the_optimum_and_bfs():
     matched = 0
     for name in RANDOM_GRAPHS:
-        refined = _lower(lowerings, name, "bfs-refined")
+        refined = _lower(name, "bfs-refined")
         count = len(metrics.transitions(refined))
-        optimum = sum(exhaustive.optimum(p) for p in partition_problems(lowerings.lowering(name)))
+        optimum = sum(exhaustive.optimum(p) for p in partition_problems(pipeline(name).vulkan_lowering.programs))
         bfs = sum(p.layout_pass.bfs_transitions for p in refined.partitions)
         assert optimum <= count <= bfs, name
         matched += count == optimum
@@ -51,9 +52,9 @@ def test_random_graphs_between_the_optimum_and_bfs(lowerings):
 
 
 @pytest.mark.parametrize("model", ["synthetic_small", "mobilevit_xs.unfused"])
-def test_deterministic(lowerings, model):
+def test_deterministic(model):
     def assignment():
-        lowered = _lower(lowerings, model, "bfs-refined")
+        lowered = _lower(model, "bfs-refined")
         tagged = []
         for partition in lowered.partitions:
             for node in partition.program.graph.nodes:

@@ -9,8 +9,10 @@ import pytest
 
 import models
 from harness import cli
-from harness.records import COLUMNS, RecordStore, load, to_long
-from harness.sweep import run_sweep
+from harness.results.store import RecordStore, load, to_long
+from harness.targets import get_target
+from harness.pipeline.sweep import run_sweep
+from harness.pipeline.model import pipeline
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 REQUIRED_KEYS = {
@@ -36,7 +38,7 @@ def test_console_script_lists():
         (["--models", "resnet9000"], "unknown model 'resnet9000'; known: "),
         (["--models", "resnet18", "--strategies", "nope"], "unknown strategy 'nope'; known: "),
         (["--zoo", "huge"], "unknown zoo 'huge'; known: "),
-        (["--models", "resnet18", "--target", "npu"], "unknown target 'npu'; known: vulkan"),
+        (["--models", "resnet18", "--target", "npu"], "unknown target 'npu'; known: ethos-u55-128"),
     ],
 )
 def test_bad_names_fail_with_one_line(tmp_path, args, expected):
@@ -72,7 +74,7 @@ def test_compare_json_is_pipeable_and_resumes(tmp_path):
     assert csv.stdout.splitlines()[0].startswith("model,strategy,target,status")
 
 
-def test_interrupted_sweep_keeps_finished_records_and_resumes(tmp_path, lowerings):
+def test_interrupted_sweep_keeps_finished_records_and_resumes(tmp_path):
     store = RecordStore(tmp_path)
     run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", store)
     with store.path.open("a") as out:
@@ -81,7 +83,7 @@ def test_interrupted_sweep_keeps_finished_records_and_resumes(tmp_path, lowering
     assert [r["strategy"] for r in produced] == ["all-width-packed"]
     frame = load(tmp_path)
     assert sorted(frame["strategy"]) == ["all-width-packed", "bfs-downstream"]
-    assert set(COLUMNS) <= set(frame.columns)
+    assert set(get_target("vulkan").metrics) <= set(frame.columns)
     tidy = to_long(frame)
     assert {"transitions", "delegate_memory_bytes"} <= set(tidy["metric"])
     assert len(tidy[tidy.metric == "transitions"]) == 2

@@ -18,7 +18,7 @@ from asv.util import load_json
 from matplotlib.image import imread
 
 from harness.cache import cache_root
-from harness.dashboard import vendor
+from harness.results.dashboard import vendor
 
 from .browser import chromium, rendered_dom, screenshot, served
 

@@ -7,10 +7,13 @@ import matplotlib.image
 import pytest
 
 import strategies
-from harness import cli, graph_view, metrics
-from harness.explain import compare_strategies, transitions_table
+from harness import cli
+from harness.inspection import graph_view
+from harness.targets.vulkan import metrics
+from harness.inspection.explain import compare_strategies, transitions_table
 
 from .browser import chromium, screenshot
+from harness.pipeline.model import pipeline
 
 
 def _json(capsys, argv) -> object:
@@ -33,8 +36,8 @@ def test_explain_mobilevit_dfs_vs_bfs_matches_compare(tmp_path, capsys):
     assert explained["differing_nodes"], "the two strategies tag mobilevit_xs differently"
 
 
-def test_every_transition_names_its_reader_and_constraint(lowerings):
-    lowered = lowerings.lowering("mobilevit_xs.unfused").lower(strategies.get_strategy("bfs-downstream"))
+def test_every_transition_names_its_reader_and_constraint():
+    lowered = pipeline("mobilevit_xs.unfused").vulkan_lowering.lower(strategies.get_strategy("bfs-downstream"))
     table = transitions_table(lowered)
     assert len(table) == len(metrics.transitions(lowered)) == 11
     assert table["consumer"].str.len().gt(0).all() and table["constraint"].str.len().gt(0).all()
@@ -44,8 +47,8 @@ def test_every_transition_names_its_reader_and_constraint(lowerings):
     assert (flip["after"] == "TEXTURE_3D/CHANNELS_PACKED").all() and len(flip) == 2
 
 
-def test_forced_transitions_quote_the_accepted_set(lowerings):
-    lowered = lowerings.lowering("resnet18").lower(strategies.get_strategy("all-width-packed"))
+def test_forced_transitions_quote_the_accepted_set():
+    lowered = pipeline("resnet18").vulkan_lowering.lower(strategies.get_strategy("all-width-packed"))
     table = transitions_table(lowered)
     forced = table[table["forced"]]
     assert len(forced) > 0
@@ -53,8 +56,8 @@ def test_forced_transitions_quote_the_accepted_set(lowerings):
     assert not table["constraint"].str.contains("PACKED_INT8").any(), "float tensors: no int8 layouts quoted"
 
 
-def test_differing_nodes_between_bfs_and_refined(lowerings):
-    lowering = lowerings.lowering("mobilevit_xs.unfused")
+def test_differing_nodes_between_bfs_and_refined():
+    lowering = pipeline("mobilevit_xs.unfused").vulkan_lowering
     bfs, refined = (lowering.lower(strategies.get_strategy(n)) for n in ("bfs-downstream", "bfs-refined"))
     differing, only_one = compare_strategies(bfs, refined, ("bfs-downstream", "bfs-refined"))
     assert set(differing["node"]) == {"aten_view_copy_default_90", "aten_view_copy_default_137"}
@@ -67,7 +70,7 @@ def _not_blank(png) -> bool:
 
 
 @pytest.mark.skipif(chromium() is None, reason="Debian chromium is not installed (make system-deps)")
-def test_report_and_graph_open_in_headless_chromium(lowerings, tmp_path, capsys):
+def test_report_and_graph_open_in_headless_chromium(tmp_path, capsys):
     results = tmp_path / "results"
     assert cli.main(["compare", "--models", "synthetic_small,mobilevit_xs.unfused",
                      "--strategies", "bfs-downstream,bfs-refined,ilp", "--out", str(results)]) == 0
@@ -81,7 +84,7 @@ def test_report_and_graph_open_in_headless_chromium(lowerings, tmp_path, capsys)
     screenshot(report, results / "report.png")
     assert _not_blank(results / "report.png")
 
-    lowered = lowerings.lowering("mobilevit_xs.unfused").lower(strategies.get_strategy("bfs-downstream"))
+    lowered = pipeline("mobilevit_xs.unfused").vulkan_lowering.lower(strategies.get_strategy("bfs-downstream"))
     svg = graph_view.write(lowered, "mobilevit_xs.unfused / bfs-downstream", results / "graph.svg")
     text = svg.read_text()
     assert text.count('fill="#d55e00"') + text.count('fill="#D55E00"') >= 11  # one red diamond per transition

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from harness import cli
-from harness.gate import DEFAULT_THRESHOLDS, GateError, Threshold, judge, parse_thresholds
-from harness.records import RecordStore, make_record
+from harness.results.gate import DEFAULT_THRESHOLDS, GateError, Threshold, judge, parse_thresholds
+from harness.results.store import RecordStore, make_record
 from strategies import _registry
 from tests.user_strategies import ShallowSearch
 
@@ -127,7 +127,7 @@ def test_gate_usage_errors_exit_2(tmp_path, capsys, args, message):
 
 
 def test_default_thresholds_gate_arm_records_too(tmp_path):
-    arm = dict(model="resnet18", strategy="arm-backend", target="ethos-u55-128")
+    arm = dict(model="resnet18", strategy=None, target="ethos-u55-128")
     baseline = _write(tmp_path / "b", make_record(**arm, status="ok", transposes=1, cycles=20.39e6))
     candidate = _write(tmp_path / "c", make_record(**arm, status="ok", transposes=3, cycles=20.40e6))
     verdicts = judge(baseline, candidate, parse_thresholds(DEFAULT_THRESHOLDS)).set_index("metric")

@@ -3,20 +3,21 @@
 import pytest
 
 import strategies
-from harness import metrics, validator
+from harness.targets.vulkan import metrics, validator
 from strategies.ilp import IlpLayout, partition_problems, solve
 
 from . import exhaustive
 from .conftest import QUICK_ZOO
+from harness.pipeline.model import pipeline
 
 RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(50)]
 HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
 
 
-def test_ilp_equals_exhaustive_search_on_random_graphs(lowerings):
+def test_ilp_equals_exhaustive_search_on_random_graphs():
     nontrivial = 0
     for name in RANDOM_GRAPHS:
-        for problem in partition_problems(lowerings.lowering(name)):
+        for problem in partition_problems(pipeline(name).vulkan_lowering.programs):
             by_count = solve(problem, "count")
             by_bytes = solve(problem, "bytes")
             assert by_count.optimal and by_bytes.optimal
@@ -28,8 +29,8 @@ def test_ilp_equals_exhaustive_search_on_random_graphs(lowerings):
 
 
 @pytest.mark.parametrize("model", QUICK_ZOO)
-def test_ilp_is_optimal_valid_and_never_worse_than_a_heuristic(lowerings, model):
-    lowering = lowerings.lowering(model)
+def test_ilp_is_optimal_valid_and_never_worse_than_a_heuristic(model):
+    lowering = pipeline(model).vulkan_lowering
     results = {}
     for name in (*HEURISTICS, "ilp", "ilp-bytes"):
         cls = strategies.get_strategy(name)
@@ -52,8 +53,8 @@ class HurriedIlp(IlpLayout):
     time_limit_seconds = 1e-6
 
 
-def test_time_limit_returns_a_flagged_feasible_assignment(lowerings):
-    lowering = lowerings.lowering("mobilevit_xs.unfused")
+def test_time_limit_returns_a_flagged_feasible_assignment():
+    lowering = pipeline("mobilevit_xs.unfused").vulkan_lowering
     hurried = lowering.lower(HurriedIlp)
     validator.validate(hurried)
     summary = strategies.summarize(HurriedIlp, [p.layout_pass for p in hurried.partitions])

@@ -5,7 +5,8 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemor
 from executorch.exir.dialects._ops import ops as exir_ops
 
 import strategies
-from harness import metrics
+from harness.targets.vulkan import metrics
+from harness.pipeline.model import pipeline
 
 TEXTURE, BUFFER = VkStorageType.TEXTURE_3D, VkStorageType.BUFFER
 W, C = VkMemoryLayout.TENSOR_WIDTH_PACKED, VkMemoryLayout.TENSOR_CHANNELS_PACKED
@@ -24,8 +25,8 @@ def test_tensor_bytes_include_texture_padding(dims, storage, layout, expected):
     assert metrics.tensor_bytes(dims, 4, storage, layout) == expected
 
 
-def test_transitions_are_exactly_the_clones_the_pass_added(lowerings):
-    lowering = lowerings.lowering("synthetic_small")
+def test_transitions_are_exactly_the_clones_the_pass_added():
+    lowering = pipeline("synthetic_small").vulkan_lowering
     for name in strategies.list_strategies():
         lowered = lowering.lower(strategies.get_strategy(name))
         found = metrics.transitions(lowered)
@@ -38,14 +39,14 @@ def test_transitions_are_exactly_the_clones_the_pass_added(lowerings):
             assert transition.bytes > 0 and transition.consumers
 
 
-def test_memory_counts_transitions_no_more_than_total(lowerings):
-    lowered = lowerings.lowering("mobilevit_xs.unfused").lower(strategies.get_strategy("all-width-packed"))
+def test_memory_counts_transitions_no_more_than_total():
+    lowered = pipeline("mobilevit_xs.unfused").vulkan_lowering.lower(strategies.get_strategy("all-width-packed"))
     memory = metrics.delegate_memory(lowered)
     assert 0 < memory.transition_bytes < memory.total_bytes
 
 
-def test_metrics_are_deterministic(lowerings):
-    lowering = lowerings.lowering("synthetic_small")
+def test_metrics_are_deterministic():
+    lowering = pipeline("synthetic_small").vulkan_lowering
     bfs = strategies.get_strategy("bfs-downstream")
     first, second = lowering.lower(bfs), lowering.lower(bfs)
     assert metrics.transitions(first) == metrics.transitions(second)

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import models
-from harness.errors import ModelExportError, UnknownNameError
-from harness.export_cache import export_model
+from harness.errors import InvalidModelError, ModelExportError, UnknownNameError, UsageError
+from harness.pipeline.export_cache import export_model
 from models.synthetic import make_recipe
 
 TIMM_FAMILIES = {
@@ -28,7 +28,7 @@ def test_unknown_model_lists_known_ones():
     with pytest.raises(UnknownNameError) as raised:
         models.create("resnet9000")
     assert "resnet18" in str(raised.value) and "timm:<name>" in str(raised.value)
-    with pytest.raises(UnknownNameError, match="no fused attention"):
+    with pytest.raises(InvalidModelError, match="'resnet18' has no fused attention to unfuse"):
         models.create("resnet18.unfused")
     with pytest.raises(UnknownNameError, match="unknown timm model"):
         models.create("timm:not_a_real_arch")
@@ -71,8 +71,8 @@ def test_synthetic_graph_exports_every_op():
     exported = export_model(spec)
     calls = [n for n in exported.graph.nodes if n.op == "call_function"]
     assert len(calls) >= 60
-    with pytest.raises(UnknownNameError):
-        models.create("synthetic:3")
+    with pytest.raises(UsageError, match="a synthetic graph has 5 to 10000 ops, not 3"):
+        models.resolve_models("synthetic:3")
 
 
 def test_edgetam_parts_run():

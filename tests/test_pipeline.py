@@ -9,10 +9,11 @@ from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPart
 from executorch.exir import to_edge_transform_and_lower
 
 import strategies
-from harness import metrics, validator
-from harness.vulkan_lowering import lowered_modules
+from harness.targets.vulkan import metrics, validator
+from harness.targets.vulkan.lowering import lowered_modules
 
 from .conftest import QUICK_ZOO
+from harness.pipeline.model import pipeline
 
 
 def _node_reprs(lowered):
@@ -27,15 +28,15 @@ def _node_reprs(lowered):
 
 
 @pytest.mark.parametrize("model", QUICK_ZOO)
-def test_bfs_downstream_is_the_unmodified_pass(lowerings, model):
-    lowering = lowerings.lowering(model)
+def test_bfs_downstream_is_the_unmodified_pass(model):
+    lowering = pipeline(model).vulkan_lowering
     bfs = lowering.lower(strategies.get_strategy("bfs-downstream"))
     unmodified = lowering.lower(TagMemoryMetaPass)
     assert _node_reprs(bfs) == _node_reprs(unmodified)
     assert sum(len(r) for r in _node_reprs(bfs)) > 0
 
     # And byte for byte what stock ExecuTorch lowering serializes, no hooks installed.
-    exported = copy.deepcopy(lowerings.exported(model))
+    exported = copy.deepcopy(pipeline(model).exported)
     stock = to_edge_transform_and_lower(exported, partitioner=[VulkanPartitioner()])
     stock_payloads = [m.processed_bytes for m in lowered_modules(stock)]
     assert [p.result.processed_bytes for p in bfs.partitions] == stock_payloads
@@ -43,8 +44,8 @@ def test_bfs_downstream_is_the_unmodified_pass(lowerings, model):
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())
 @pytest.mark.parametrize("model", QUICK_ZOO)
-def test_every_strategy_is_valid_and_serializes(lowerings, model, strategy):
-    lowered = lowerings.lowering(model).lower(strategies.get_strategy(strategy))
+def test_every_strategy_is_valid_and_serializes(model, strategy):
+    lowered = pipeline(model).vulkan_lowering.lower(strategies.get_strategy(strategy))
     assert validator.validate(lowered) > 0
     pte = lowered.to_pte()
     assert pte[4:8].startswith(b"ET"), "not an ExecuTorch program header"
@@ -53,8 +54,8 @@ def test_every_strategy_is_valid_and_serializes(lowerings, model, strategy):
 
 
 @pytest.mark.parametrize("model", ["synthetic_small", "mobilevit_xs.unfused"])
-def test_strategies_do_not_leak_into_each_other(lowerings, model):
-    lowering = lowerings.lowering(model)
+def test_strategies_do_not_leak_into_each_other(model):
+    lowering = pipeline(model).vulkan_lowering
     bfs = strategies.get_strategy("bfs-downstream")
     first = [p.result.processed_bytes for p in lowering.lower(bfs).partitions]
     for name in strategies.list_strategies():
@@ -63,21 +64,21 @@ def test_strategies_do_not_leak_into_each_other(lowerings, model):
     assert first == [p.reference_payload for p in lowering.prefixes]
 
 
-def _transition_count(lowerings, model, strategy):
-    lowered = lowerings.lowering(model).lower(strategies.get_strategy(strategy))
+def _transition_count(model, strategy):
+    lowered = pipeline(model).vulkan_lowering.lower(strategies.get_strategy(strategy))
     return len(metrics.transitions(lowered))
 
 
-def test_dfs_upstream_loses_on_unfused_mobilevit(lowerings):
+def test_dfs_upstream_loses_on_unfused_mobilevit():
     # By hand with ExecuTorch 1.5.1: 31 vs 11.
-    assert _transition_count(lowerings, "mobilevit_xs.unfused", "dfs-upstream") == 31
-    assert _transition_count(lowerings, "mobilevit_xs.unfused", "bfs-downstream") == 11
+    assert _transition_count("mobilevit_xs.unfused", "dfs-upstream") == 31
+    assert _transition_count("mobilevit_xs.unfused", "bfs-downstream") == 11
 
 
 @pytest.mark.slow
-def test_dfs_upstream_wins_on_fused_mobilevit(lowerings):
+def test_dfs_upstream_wins_on_fused_mobilevit():
     # By hand with ExecuTorch 1.5.1: 7 vs 11; neither heuristic dominates.
-    dfs = _transition_count(lowerings, "mobilevit_xs", "dfs-upstream")
-    bfs = _transition_count(lowerings, "mobilevit_xs", "bfs-downstream")
+    dfs = _transition_count("mobilevit_xs", "dfs-upstream")
+    bfs = _transition_count("mobilevit_xs", "bfs-downstream")
     assert dfs < bfs
     assert (dfs, bfs) == (7, 11)

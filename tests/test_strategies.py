@@ -3,8 +3,9 @@
 import pytest
 
 import strategies
-from harness import validator
+from harness.targets.vulkan import validator
 from harness.errors import InvalidAssignmentError, UnknownNameError
+from harness.pipeline.model import pipeline
 
 BUILT_INS = {"bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed"}
 
@@ -30,7 +31,7 @@ def test_unknown_strategy_names_the_known_ones():
 @pytest.mark.parametrize(
     "path, reason",
     [
-        ("tests.user_strategies:NotAPass", "not a subclass of TagMemoryMetaPass"),
+        ("tests.user_strategies:NotAPass", "not a TagMemoryMetaPass"),
         ("tests.user_strategies:Missing", "has no 'Missing'"),
         ("no_such_package.mod:Class", "cannot import"),
     ],
@@ -65,15 +66,15 @@ def test_user_strategy_by_entry_point(tmp_path, monkeypatch):
     assert strategies.get_strategy("prefer-channels") is PreferChannelsPacked
 
 
-def test_user_strategy_is_lowered_and_validated(lowerings):
-    lowered = lowerings.lowering("synthetic_small").lower(
+def test_user_strategy_is_lowered_and_validated():
+    lowered = pipeline("synthetic_small").vulkan_lowering.lower(
         strategies.get_strategy("tests.user_strategies:PreferChannelsPacked")
     )
     assert validator.validate(lowered) > 0
 
 
-def test_validator_names_node_representation_and_accepted_set(lowerings):
-    lowered = lowerings.lowering("synthetic_small").lower(
+def test_validator_names_node_representation_and_accepted_set():
+    lowered = pipeline("synthetic_small").vulkan_lowering.lower(
         strategies.get_strategy("tests.user_strategies:IgnoresOperatorRules")
     )
     with pytest.raises(InvalidAssignmentError) as raised:
@@ -84,8 +85,8 @@ def test_validator_names_node_representation_and_accepted_set(lowerings):
     assert message.split(" ")[0] in {n.name for p in lowered.partitions for n in p.program.graph.nodes}
 
 
-def test_validator_rejects_a_float_tensor_in_a_packed_int8_layout(lowerings):
-    lowered = lowerings.lowering("synthetic_small").lower(
+def test_validator_rejects_a_float_tensor_in_a_packed_int8_layout():
+    lowered = pipeline("synthetic_small").vulkan_lowering.lower(
         strategies.get_strategy("tests.user_strategies:FloatAsPackedInt8")
     )
     with pytest.raises(InvalidAssignmentError, match="torch.float32 tensor got BUFFER/PACKED_INT8_4W"):

@@ -7,7 +7,8 @@ default each runs once as a test, checking that sharing changes no byte of any p
 import pytest
 
 import strategies
-from harness.vulkan_lowering import VulkanLowering
+from harness.targets.vulkan.lowering import VulkanLowering
+from harness.pipeline.model import pipeline
 
 MODEL = "resnet18"
 
@@ -21,8 +22,8 @@ def _payloads(lowered):
 
 
 @pytest.fixture(scope="module")
-def exported(lowerings):
-    return lowerings.exported(MODEL)
+def exported():
+    return pipeline(MODEL).exported
 
 
 def test_sweep_with_shared_prefix(benchmark, exported):

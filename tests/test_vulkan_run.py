@@ -11,20 +11,24 @@ import sys
 
 import pytest
 
-from harness import cli, runners
-from harness.records import RecordStore
-from harness.sweep import RunOptions, run_sweep
+from harness import cli
+from harness.targets.vulkan import runners
+from harness.results.store import RecordStore
+from harness.pipeline.sweep import run_sweep
+from harness.targets import MeasureContext
+from harness.targets.accuracy import flat_outputs
+from harness.pipeline.model import pipeline
 
 SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
 
 
 @pytest.fixture(scope="module")
-def xnnpack_program(lowerings, tmp_path_factory):
+def xnnpack_program(tmp_path_factory):
     """synthetic_small lowered for XNNPACK (and portable kernels): a program the pip runtime runs."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    exported = lowerings.exported("synthetic_small")
+    exported = pipeline("synthetic_small").exported
     program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
     path = tmp_path_factory.mktemp("xnnpack") / "synthetic_small.pte"
     path.write_bytes(program.buffer)
@@ -81,7 +85,7 @@ def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
     path, exported = xnnpack_program
 
     def off_by_one(*inputs):
-        return [t + 1 for t in runners.flat_outputs(exported.module()(*inputs))]
+        return [t + 1 for t in flat_outputs(exported.module()(*inputs))]
 
     fields = runners.measure_run(runners.Pybindings(), path, off_by_one, exported.example_inputs[0], SETTINGS, tmp_path)
     assert fields["max_abs_error"] == pytest.approx(1.0, abs=1e-4)
@@ -104,9 +108,9 @@ def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path):
 
 def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, monkeypatch):
     # The pybindings have no VulkanBackend, so loading the ET-VK program fails in the child.
-    monkeypatch.setattr("harness.sweep.find_runtime", lambda et_runner: runners.Pybindings())
+    monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner: runners.Pybindings())
     records = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
-                        run_options=RunOptions(settings=SETTINGS))
+                        context=MeasureContext(tmp_path, run_settings=SETTINGS))
     assert records[0]["status"] == "failed"
     assert records[0]["reason"].startswith("the pybindings runtime exited with")
     assert records[0]["transitions"] >= 0  # the layout metrics are kept beside the failure
@@ -116,7 +120,7 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
 @pytest.mark.skipif(not os.environ.get(runners.RUNNER_ENV), reason=f"{runners.RUNNER_ENV} is not set")
 def test_real_executor_runner_runs_every_strategy(tmp_path):
     records = run_sweep(["synthetic_small"], ["bfs-downstream", "bfs-refined"], "vulkan-run",
-                        RecordStore(tmp_path), run_options=RunOptions(settings=SETTINGS))
+                        RecordStore(tmp_path), context=MeasureContext(tmp_path, run_settings=SETTINGS))
     for record in records:
         assert record["status"] == "ok", record["reason"]
         assert record["runtime"] == "executor_runner"

@@ -49,3 +49,10 @@ class ShallowSearch(TagMemoryMetaPass):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.max_trace_search_depth = 4
+
+
+class Crashes(TagMemoryMetaPass):
+    """Deliberately broken: fails with an unexpected error inside the pass."""
+
+    def call(self, graph_module):
+        raise RuntimeError("a bug in the user's pass")

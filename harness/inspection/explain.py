@@ -11,32 +11,25 @@ import executorch.backends.vulkan.utils as vk_utils
 import pandas as pd
 import torch
 from executorch.backends.vulkan.op_registry import get_op_features
-from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
-from harness.metrics import is_transition, layouts_for, op_name, partition_transitions, repr_name
-from harness.vulkan_lowering import LoweredProgram
+from harness.targets.vulkan.lowering import LoweredProgram
+from harness.targets.vulkan.metrics import is_transition, partition_transitions
+from strategies.representations import (
+    as_pair,
+    filtered,
+    first_repr,
+    node_reprs,
+    op_name,
+    packed_dim_info,
+    repr_name,
+    repset_name,
+    repset_packed_dim_infos,
+)
 
 TRANSITION_COLUMNS = (
     "partition", "source", "before", "after", "consumer", "arg_index", "consumer_op", "forced", "constraint",
     "shape", "dtype", "bytes", "clone",
 )
-
-
-def repset_name(repset: vk_utils.TensorRepSet) -> str:
-    """E.g. ``TEXTURE_3D/{CHANNELS_PACKED} | BUFFER/{WIDTH_PACKED,CHANNELS_PACKED}``."""
-    parts = []
-    for storage, layouts in (("TEXTURE_3D", repset.valid_texture_layouts), ("BUFFER", repset.valid_buffer_layouts)):
-        names = sorted(layout.name.removeprefix("TENSOR_") for layout in layouts)
-        if names:
-            parts.append(f"{storage}/{{{','.join(names)}}}")
-    return " | ".join(parts) or "anything"
-
-
-def _packed_dim_infos(repset: vk_utils.TensorRepSet) -> set:
-    return {vk_utils.PackedDimInfo.from_repr(layout, storage)
-            for storage, layouts in ((VkStorageType.TEXTURE_3D, repset.valid_texture_layouts),
-                                     (VkStorageType.BUFFER, repset.valid_buffer_layouts))
-            for layout in layouts}
 
 
 def constraint(reader, arg_index: int, source_repr, repsets: vk_utils.OpRepSets, dtype) -> tuple[bool, str]:
@@ -46,24 +39,17 @@ def constraint(reader, arg_index: int, source_repr, repsets: vk_utils.OpRepSets,
     accepted = filtered(repsets.get_arg_repset(arg_index), dtype)
     if not accepted.is_compatible(source_repr):
         return True, f"{name} arg {arg_index} accepts {repset_name(accepted)}"
-    source_info = vk_utils.PackedDimInfo.from_repr(source_repr.memory_layout, source_repr.storage_type)
+    source_info = packed_dim_info(as_pair(source_repr))
     if repsets.sync_primary_io_repr and arg_index == repsets.primary_arg_idx:
         output = filtered(repsets.get_out_repset(0), dtype)
-        if source_info not in _packed_dim_infos(output):
+        if source_info not in repset_packed_dim_infos(output):
             return True, f"{name} syncs input and output; its output accepts {repset_name(output)}"
-        tagged = vk_utils.get_node_repr(reader)
-        tagged = tagged[0] if isinstance(tagged, list) else tagged
+        tagged = first_repr(reader)
         return False, f"{name} syncs input and output; the strategy tagged the output {repr_name(tagged)}"
     tensor_args = [a for a in reader.args if isinstance(a, (torch.fx.Node, list, tuple))]
     if repsets.sync_args_repr and len(tensor_args) > 1:
         return False, f"{name} syncs its arguments; the strategy chose another packed dim for them"
     return False, "strategy's choice"
-
-
-def filtered(repset: vk_utils.TensorRepSet, dtype) -> vk_utils.TensorRepSet:
-    """The part of a repset a tensor of ``dtype`` can take."""
-    layouts = layouts_for(dtype)
-    return vk_utils.TensorRepSet(repset.valid_buffer_layouts & layouts, repset.valid_texture_layouts & layouts)
 
 
 def transitions_table(lowered: LoweredProgram) -> pd.DataFrame:
@@ -74,9 +60,7 @@ def transitions_table(lowered: LoweredProgram) -> pd.DataFrame:
         nodes = {node.name: node for node in partition.program.graph.nodes}
         for transition in partition_transitions(index, partition):
             clone = nodes[transition.node]
-            source_repr = vk_utils.get_node_repr(clone.args[0])
-            if isinstance(source_repr, list):  # a getitem's source: one repr per output
-                source_repr = source_repr[0]
+            source_repr = first_repr(clone.args[0])
             dtype = clone.meta["val"].dtype
             readers, ops, arg_indices, reasons = [], [], [], []
             for reader in clone.users:
@@ -108,11 +92,9 @@ def node_representations(lowered: LoweredProgram) -> pd.Series:
                 continue
             if not vk_utils.has_node_spec_attr(node, "etvk_node_repr"):
                 continue
-            tagged = vk_utils.get_node_repr(node)
-            if tagged is None:
+            if vk_utils.get_node_repr(node) is None:
                 continue
-            tagged = tagged if isinstance(tagged, list) else [tagged]
-            reprs[(index, node.name)] = ", ".join(repr_name(r) for r in tagged if r is not None)
+            reprs[(index, node.name)] = ", ".join(repr_name(r) for r in node_reprs(node) if r is not None)
     return pd.Series(reprs, name="representation", dtype=object)
 
 

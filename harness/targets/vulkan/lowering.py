@@ -26,10 +26,10 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMet
 from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 from executorch.exir import to_edge_transform_and_lower
 from executorch.exir.backend.backend_details import PreprocessResult
-from executorch.exir.lowered_backend_module import LoweredBackendModule
 from torch.export import ExportedProgram
 
 from harness.errors import LoweringError
+from harness.targets.edge_programs import lowered_modules
 
 _REAL_APPLY_PASSES = vulkan_preprocess.apply_passes
 _REAL_GRAPH_BUILDER = vulkan_preprocess.VkGraphBuilder
@@ -185,12 +185,6 @@ def _recording_preprocess(layout_pass_cls: type, prefixes: list):
         backend.preprocess = classmethod(_REAL_PREPROCESS)
 
 
-def lowered_modules(edge_manager) -> list[LoweredBackendModule]:
-    """The delegate modules of an edge program, in graph order."""
-    graph_module = edge_manager.exported_program().graph_module
-    return [m for m in graph_module.children() if isinstance(m, LoweredBackendModule)]
-
-
 @dataclass
 class VulkanLowering:
     """A model exported, converted to edge and partitioned for ET-VK once.
@@ -202,6 +196,11 @@ class VulkanLowering:
     edge_manager: object
     prefixes: list[PartitionPrefix]
     prefix_seconds: float
+
+    @property
+    def programs(self) -> list[ExportedProgram]:
+        """Each partition's program as the layout pass receives it."""
+        return [prefix.program for prefix in self.prefixes]
 
     @classmethod
     def from_exported(

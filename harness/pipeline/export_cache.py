@@ -1,6 +1,6 @@
-"""torch.export with a disk cache keyed by model, input shapes, versions and zoo source."""
+"""torch.export with a disk cache keyed by model, input shapes, versions and the digest of
+the model's source (the zoo's files, a user factory's file, a saved program's bytes)."""
 
-import functools
 import hashlib
 import json
 from pathlib import Path
@@ -10,29 +10,18 @@ import torch
 import models
 from harness.cache import cache_root
 from harness.errors import ModelExportError
-from harness.provenance import provenance
-
-MODELS_DIR = Path(models.__file__).resolve().parent
+from harness.results.provenance import provenance
 
 
 def cache_dir() -> Path:
     return cache_root() / "exports"
 
 
-@functools.cache
-def _zoo_source_digest() -> str:
-    """Changes whenever a model definition in models/ changes, invalidating its exports."""
-    digest = hashlib.sha256()
-    for path in sorted(MODELS_DIR.glob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def cache_key(spec: models.ModelSpec) -> str:
     facts = provenance()
     key = json.dumps(
         [spec.name, spec.input_shapes, facts["torch_version"], facts["executorch_version"],
-         facts["timm_version"], _zoo_source_digest()]
+         facts["timm_version"], spec.source_digest]
     )
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
@@ -43,7 +32,10 @@ def _describe_failure(error: Exception) -> str:
 
 
 def export_model(spec: models.ModelSpec) -> torch.export.ExportedProgram:
-    """The exported program for a model spec, from the cache when it is there."""
+    """The exported program for a model spec, from the cache when it is there; a saved
+    program as it was saved."""
+    if spec.exported is not None:
+        return spec.exported
     path = cache_dir() / f"{cache_key(spec)}.pt2"
     if not path.exists():
         _export_to(spec, path)

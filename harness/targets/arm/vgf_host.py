@@ -8,7 +8,7 @@ private directory (nothing on the system changes) and writes wrappers that start
 tool through that directory's dynamic loader. Inference runs on Mesa's lavapipe CPU
 driver (Debian ``mesa-vulkan-drivers``) unless ``LAYOUTBENCH_VULKAN_ICD`` names another.
 
-``python -m harness.vgf_host`` (run by ``make``) prepares the host, or says in one line
+``python -m harness.targets.arm.vgf_host`` (run by ``make``) prepares the host, or says in one line
 why it cannot; ``tools()`` hands the ready tools to the harness, or raises that line.
 """
 
@@ -191,7 +191,7 @@ def tools() -> VgfTools:
     if private and not _private_loader().exists():
         raise VgfHostError(
             "the VGF tools need glibc >= 2.38 and a Vulkan loader >= 1.4, which this host lacks; "
-            "run make (python -m harness.vgf_host) to fetch them privately"
+            "run make (python -m harness.targets.arm.vgf_host) to fetch them privately"
         )
     wrappers = {name: _write_wrapper(name, private) for name in BINARIES}
     return VgfTools(wrappers["model-converter"], wrappers["scenario-runner"], wrappers["vgf_dump"], _environment())

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import LayoutbenchError
+from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
+from harness.targets.base import RunSettings
+from strategies.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
 NO_RUNTIME_REASON = (
@@ -34,15 +36,8 @@ NO_RUNTIME_REASON = (
 )
 
 
-class RuntimeFailure(LayoutbenchError):
+class RuntimeFailure(MeasurementError):
     """The runtime could not run the program (it crashed, or rejected the program)."""
-
-
-@dataclass
-class RunSettings:
-    warmup: int = 1
-    iterations: int = 10
-    repeats: int = 3  # executor_runner: wall-clock differences taken, median reported
 
 
 @dataclass
@@ -83,7 +78,7 @@ class ExecutorRunner:
     def __init__(self, path: str):
         self.path = Path(path).expanduser()
         if not (self.path.is_file() and os.access(self.path, os.X_OK)):
-            raise LayoutbenchError(f"executor_runner '{path}' is not an executable file; check --et-runner / {RUNNER_ENV}")
+            raise UsageError(f"executor_runner '{path}' is not an executable file; check --et-runner / {RUNNER_ENV}")
 
     @staticmethod
     def write_inputs(inputs: list, workdir: Path) -> list[str]:
@@ -130,14 +125,14 @@ class ExecutorRunner:
 
 
 class Pybindings:
-    """ExecuTorch's Python runtime, run in a child process (``harness.pybindings_worker``)."""
+    """ExecuTorch's Python runtime, run in a child process (``harness.targets.vulkan.pybindings_worker``)."""
 
     name = "pybindings"
 
     def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
         torch.save(inputs, workdir / "inputs.pt")
         _, peak = _run_child([
-            sys.executable, "-m", "harness.pybindings_worker", str(pte), str(workdir),
+            sys.executable, "-m", "harness.targets.vulkan.pybindings_worker", str(pte), str(workdir),
             str(settings.warmup), str(settings.iterations),
         ], workdir, "the pybindings runtime")
         result = torch.load(workdir / "result.pt")
@@ -162,7 +157,6 @@ def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
     return None
 
 
-ERROR_TOLERANCE = 1e-3
 TRANSITION_OPERATOR = "aten.clone.default"
 TOTAL_EVENTS = ("ETVK_COMPUTE_GRAPH_EXECUTE", "Method::execute")
 
@@ -193,35 +187,11 @@ def transition_time_share(etdump: Path) -> float | None:
     return float(sum(clones)) / total
 
 
-def flat_outputs(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    return [t for item in value for t in flat_outputs(item)]
-
-
-def max_abs_error(outputs: list, reference: list) -> float:
-    if len(outputs) != len(reference):
-        raise RuntimeFailure(f"program returned {len(outputs)} outputs, eager PyTorch {len(reference)}")
-    errors = []
-    for index, (got, expected) in enumerate(zip(outputs, reference)):
-        if tuple(got.shape) != tuple(expected.shape):
-            raise RuntimeFailure(f"output {index} has shape {tuple(got.shape)}, eager PyTorch {tuple(expected.shape)}")
-        errors.append(float((got.double() - expected.double()).abs().max()) if got.numel() else 0.0)
-    return max(errors, default=0.0)
-
-
-def tolerance(reference: list) -> float:
-    """Allowed max abs error: 1e-3 of the largest reference magnitude (at least 1e-3)."""
-    largest = max((float(t.abs().max()) for t in reference if t.numel()), default=0.0)
-    return ERROR_TOLERANCE * max(1.0, largest)
-
-
 def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
                 workdir: Path, own_clones: bool = False) -> dict:
     """Run ``pte`` and compare with ``eager`` on ``inputs``; the record fields of one run.
     ``own_clones``: the program has clones of its own, so clone time is not all transitions."""
-    with torch.no_grad():
-        reference = [t.detach() for t in flat_outputs(eager(*inputs))]
+    reference = eager_outputs(eager, inputs)
     workdir.mkdir(parents=True, exist_ok=True)
     result = runtime.run(pte, list(inputs), reference, settings, workdir)
     error = max_abs_error(result.outputs, reference)

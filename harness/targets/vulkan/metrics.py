@@ -5,7 +5,6 @@ the partition's graph before the pass (a model's own clones were). Memory comes 
 values ``VkGraphBuilder`` serialized, i.e. what the ET-VK runtime allocates.
 """
 
-import math
 import operator
 from dataclasses import dataclass
 
@@ -19,9 +18,9 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
 )
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from harness.vulkan_lowering import LoweredPartition, LoweredProgram
-
-ELEMENTS_PER_TEXEL = 4  # an RGBA texel holds four elements along the packed dim
+from harness.targets.edge_programs import cpu_ops
+from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
+from strategies.representations import first_repr, repr_name, tensor_bytes
 
 _VK_DTYPE_BYTES = {
     VkDataType.BOOL: 1,
@@ -33,44 +32,6 @@ _VK_DTYPE_BYTES = {
     VkDataType.FLOAT64: 8,
     VkDataType.INT64: 8,
 }
-
-
-def tensor_bytes(
-    dims, element_bytes: int, storage: VkStorageType, layout: VkMemoryLayout
-) -> int:
-    """Bytes of a tensor in a representation; textures round the packed dim up to 4."""
-    if storage == VkStorageType.BUFFER:
-        return math.prod(dims) * element_bytes
-    extents = vk_utils.required_image_extents(torch.Size(dims), layout)
-    return math.prod(extents) * ELEMENTS_PER_TEXEL * element_bytes
-
-
-QUANTIZED_DTYPES = (torch.int8, torch.uint8)
-
-
-def layouts_for(dtype: torch.dtype) -> set:
-    """The memory layouts a tensor of ``dtype`` can be stored in: OpRepSets of layout-agnostic
-    ops also offer the PACKED_INT8 layouts, which only quantized tensors may take."""
-    if dtype in QUANTIZED_DTYPES:
-        return vk_utils.universal_memory_layout_set
-    return vk_utils.all_memory_layouts
-
-
-def node_values(node: torch.fx.Node) -> list:
-    """The fake tensors a node produces: one, or one per output of a multi-output op."""
-    val = node.meta["val"]
-    return list(val) if isinstance(val, (list, tuple)) else [val]
-
-
-def op_name(target) -> str:
-    """An operator's name, e.g. ``aten.linear.default`` (``str`` of an edge op is its schema)."""
-    return getattr(target, "__name__", str(target))
-
-
-def repr_name(representation: vk_utils.TensorRepr) -> str:
-    """E.g. ``TEXTURE_3D/CHANNELS_PACKED``."""
-    layout = representation.memory_layout.name.removeprefix("TENSOR_")
-    return f"{representation.storage_type.name}/{layout}"
 
 
 @dataclass(frozen=True)
@@ -108,13 +69,6 @@ def own_clone_count(lowered: LoweredProgram) -> int:
     )
 
 
-def _source_repr(source: torch.fx.Node) -> vk_utils.TensorRepr:
-    representation = vk_utils.get_node_repr(source)
-    if isinstance(representation, list):  # a getitem's source keeps one repr per output
-        representation = representation[0]
-    return representation
-
-
 def partition_transitions(index: int, partition: LoweredPartition) -> list[Transition]:
     found = []
     for node in partition.program.graph.nodes:
@@ -130,7 +84,7 @@ def partition_transitions(index: int, partition: LoweredPartition) -> list[Trans
                 node=node.name,
                 source=source.name,
                 consumers=tuple(u.name for u in node.users),
-                before=repr_name(_source_repr(source)),
+                before=repr_name(first_repr(source)),
                 after=repr_name(after),
                 shape=tuple(val.shape),
                 dtype=str(val.dtype).removeprefix("torch."),
@@ -213,17 +167,4 @@ def delegate_op_count(lowered: LoweredProgram) -> int:
 
 def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
     """Operators the partitioner left on the CPU, by target name."""
-    return cpu_ops(lowered.lowering.edge_manager.exported_program())
-
-
-def cpu_ops(program) -> list[str]:
-    """Operators of an edge program that no delegate took, by target name."""
-    graph = program.graph
-    outside = []
-    for node in graph.nodes:
-        if node.op != "call_function" or node.target == operator.getitem:
-            continue
-        name = getattr(node.target, "__name__", str(node.target))
-        if "executorch_call_delegate" not in name:
-            outside.append(name)
-    return outside
+    return cpu_ops(lowered.lowering.edge_manager)

@@ -14,8 +14,9 @@ import torch
 from executorch.backends.vulkan.op_registry import get_op_features, has_impl
 
 from harness.errors import InvalidAssignmentError
-from harness.metrics import is_transition, layouts_for, node_values, repr_name
-from harness.vulkan_lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.metrics import is_transition
+from strategies.representations import as_pair, layouts_for, node_reprs, node_values, packed_dim_info, repr_name
 
 
 def _is_tagged_tensor(node) -> bool:
@@ -27,9 +28,7 @@ def _is_tagged_tensor(node) -> bool:
 
 
 def _packed_dim_info(representation: vk_utils.TensorRepr):
-    return vk_utils.PackedDimInfo.from_repr(
-        representation.memory_layout, representation.storage_type
-    )
+    return packed_dim_info(as_pair(representation))
 
 
 def _fail(node, what: str, got, accepted) -> InvalidAssignmentError:
@@ -38,13 +37,8 @@ def _fail(node, what: str, got, accepted) -> InvalidAssignmentError:
     )
 
 
-def _node_reprs(node) -> list:
-    representation = vk_utils.get_node_repr(node)
-    return list(representation) if isinstance(representation, list) else [representation]
-
-
 def _check_dtype(node: torch.fx.Node) -> None:
-    for val, representation in zip(node_values(node), _node_reprs(node)):
+    for val, representation in zip(node_values(node), node_reprs(node)):
         if representation is not None and representation.memory_layout not in layouts_for(val.dtype):
             raise _fail(node, f"{val.dtype} tensor", repr_name(representation), "a layout for its dtype")
 
@@ -63,7 +57,7 @@ def _check_op(node: torch.fx.Node, texture_limits) -> None:
                 got = "no representation" if representation is None else repr_name(representation)
                 raise _fail(node, f"argument {i} ({tensor.name})", got, accepted)
 
-    out_reprs = _node_reprs(node)
+    out_reprs = node_reprs(node)
     for k, representation in enumerate(out_reprs):
         accepted = repsets.get_out_repset(k)
         if representation is None or not accepted.is_compatible(representation):
@@ -93,9 +87,9 @@ def validate_partition(partition: LoweredPartition) -> int:
         ):
             continue
         if node.target == operator.getitem:
-            source_reprs = _node_reprs(node.args[0])
+            source_reprs = node_reprs(node.args[0])
             if vk_utils.get_node_repr(node) != source_reprs[node.args[1]]:
-                raise _fail(node, "getitem", _node_reprs(node), source_reprs[node.args[1]])
+                raise _fail(node, "getitem", node_reprs(node), source_reprs[node.args[1]])
             continue
         _check_dtype(node)
         _check_op(node, partition.texture_limits)

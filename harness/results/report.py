@@ -1,6 +1,6 @@
 """A self-contained HTML report (and Markdown beside it) of a results directory.
 
-Tables are pandas pivots of the latest records (model x strategy, per target); charts are
+What is charted and tabled comes from the metric schema. Tables are pandas pivots of the latest records (model x strategy, per target); charts are
 matplotlib bar charts, embedded in the HTML as PNG data and written next to the Markdown.
 """
 
@@ -16,37 +16,11 @@ matplotlib.use("Agg")  # no display: render to files
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.errors import LayoutbenchError  # noqa: E402
-from harness.records import format_number, load, with_excess  # noqa: E402
+from harness.results.schema import METRICS  # noqa: E402
+from harness.results.store import load, with_excess  # noqa: E402
+from harness.results.table import format_number  # noqa: E402
+from strategies.errors import UsageError  # noqa: E402
 
-TABLES = (
-    ("transitions", "Transitions inserted"),
-    ("excess_transitions", "Transitions over the ILP optimum"),
-    ("transition_bytes", "Bytes written by transitions"),
-    ("delegate_memory_bytes", "Delegate memory (bytes)"),
-    ("pass_seconds", "Layout pass time (s)"),
-    ("latency_ms_median", "Median latency (ms)"),
-    ("max_abs_error", "Max abs error vs eager PyTorch"),
-    ("transition_time_share", "Share of GPU time in transitions"),
-    ("tosa_ops", "TOSA operators"),
-    ("transpose_bytes", "Bytes written by TRANSPOSEs"),
-    ("reference_max_abs_error", "TOSA reference model: max abs error vs eager PyTorch"),
-    ("inferences_per_second", "Ethos-U inferences/s (Vela estimate)"),
-    ("sram_bytes", "Ethos-U SRAM (bytes)"),
-    ("offchip_bytes", "Ethos-U off-chip memory (bytes)"),
-    ("transpose_cycle_share", "Share of Ethos-U cycles in transposes"),
-    ("setup_seconds", "VGF set-up (s)"),
-)
-CHARTS = (
-    ("transitions", "Transitions per model"),
-    ("excess_transitions", "Excess over the ILP optimum"),
-    ("transition_bytes", "Transition bytes"),
-    ("delegate_memory_bytes", "Delegate memory (bytes)"),
-    ("latency_ms_median", "Median latency (ms)"),
-    ("transposes", "TRANSPOSEs left in the TOSA graph"),
-    ("cycles", "Ethos-U cycles (Vela estimate)"),
-    ("inference_seconds", "VGF inference on Vulkan (s)"),
-)
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
                "python_version", "machine", "cpu")
 
@@ -89,7 +63,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     results = Path(results)
     frame = load(results) if results.is_dir() else pd.DataFrame()
     if frame.empty:
-        raise LayoutbenchError(f"no records in '{results}'; run layoutbench compare --out {results} first")
+        raise UsageError(f"no records in '{results}'; run layoutbench compare --out {results} first")
     frame = with_excess(frame)
     html_path = Path(out) if out else results / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +79,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     for target, records in frame.groupby("target"):
         body.append(f"<h2>Target <code>{html.escape(target)}</code></h2>")
         markdown += [f"## Target `{target}`", ""]
-        for metric, caption in CHARTS:
+        for metric, caption in ((m.name, m.label) for m in METRICS.values() if m.chart):
             if not _has(records, metric):
                 continue
             png = _chart(records, metric, f"{caption} ({target})")
@@ -113,7 +87,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
             (charts_dir / name).write_bytes(png)
             body.append(f'<img alt="{html.escape(caption)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">')
             markdown += [f"![{caption}]({charts_dir.name}/{name})", ""]
-        for metric, caption in TABLES:
+        for metric, caption in ((m.name, m.label) for m in METRICS.values() if m.report):
             if not _has(records, metric):
                 continue
             table = _pivot(records, metric)

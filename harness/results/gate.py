@@ -4,7 +4,7 @@ Both directories are written by ``layoutbench compare``. Every (model, strategy,
 the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric may grow
 past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
 (``transition_bytes=5%``). Every metric is lower-is-better except those in
-``HIGHER_IS_BETTER`` (inferences per second), where a drop is what is limited.
+the schema calls higher-is-better (inferences per second), where a drop is what is limited.
 """
 
 from dataclasses import dataclass
@@ -12,17 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.errors import LayoutbenchError
-from harness.records import HIGHER_IS_BETTER, IDENTITY_KEYS, METRIC_KEYS, RecordStore, latest
+from harness.results.schema import IDENTITY_KEYS, METRICS, default_thresholds, higher_is_better
+from harness.results.store import RecordStore, frame, latest
+from strategies.errors import UsageError
 
 # Deterministic metrics only (Vulkan and Arm): timings would need repeats to gate on.
-DEFAULT_THRESHOLDS = (
-    "transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0,"
-    "transposes=0,transpose_bytes=5%,cycles=5%"
-)
+DEFAULT_THRESHOLDS = default_thresholds()
 
 
-class GateError(LayoutbenchError):
+class GateError(UsageError):
     """The gate cannot judge: bad thresholds or unreadable results."""
 
 
@@ -36,7 +34,7 @@ class Threshold:
 
     def worsening(self, baseline: float, candidate: float) -> float:
         change = candidate - baseline
-        return -change if self.metric in HIGHER_IS_BETTER else change
+        return -change if higher_is_better(self.metric) else change
 
     def allows(self, baseline: float, candidate: float) -> bool:
         allowed = abs(baseline) * self.limit if self.relative else self.limit
@@ -52,8 +50,8 @@ def parse_thresholds(text: str) -> list[Threshold]:
     for item in filter(None, (part.strip() for part in text.split(","))):
         metric, _, value = item.partition("=")
         metric, value = metric.strip(), value.strip()
-        if metric not in METRIC_KEYS:
-            raise GateError(f"unknown metric '{metric}' in --threshold; known: {', '.join(METRIC_KEYS)}")
+        if metric not in METRICS:
+            raise GateError(f"unknown metric '{metric}' in --threshold; known: {', '.join(METRICS)}")
         relative = value.endswith("%")
         try:
             limit = float(value[:-1] if relative else value)
@@ -71,10 +69,10 @@ def _records(directory: str | Path, role: str) -> pd.DataFrame:
     store = RecordStore(directory)
     if not store.path.exists():
         raise GateError(f"{role} directory {directory} has no {store.path.name}; write it with layoutbench compare --out")
-    frame = pd.DataFrame(latest(store.read()))
-    if frame.empty:
+    records = frame(latest(store.read()))
+    if records.empty:
         raise GateError(f"{role} results {store.path} hold no records")
-    return frame.set_index(list(IDENTITY_KEYS))
+    return records.set_index(list(IDENTITY_KEYS))
 
 
 def _value(record: pd.Series, metric: str):

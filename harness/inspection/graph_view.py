@@ -11,8 +11,9 @@ from pathlib import Path
 import executorch.backends.vulkan.utils as vk_utils
 import graphviz
 
-from harness.metrics import is_transition, op_name, repr_name
-from harness.vulkan_lowering import LoweredProgram
+from harness.targets.vulkan.lowering import LoweredProgram
+from harness.targets.vulkan.metrics import is_transition
+from strategies.representations import first_repr, op_name, repr_name
 
 # One colour per float representation (colour-blind-safe Okabe-Ito palette).
 COLOURS = {
@@ -29,9 +30,7 @@ TRANSITION_COLOUR = "#D55E00"
 def _representation(node) -> str | None:
     if not vk_utils.has_node_spec_attr(node, "etvk_node_repr"):
         return None
-    tagged = vk_utils.get_node_repr(node)
-    if isinstance(tagged, list):
-        tagged = next((r for r in tagged if r is not None), None)
+    tagged = first_repr(node)
     return repr_name(tagged) if tagged is not None else None
 
 

@@ -1,9 +1,10 @@
-"""Arm targets: TOSA FP graphs (+ the TOSA reference model) and Ethos-U estimates from Vela.
+"""Arm flows: TOSA FP graphs (+ the TOSA reference model) and Ethos-U estimates from Vela.
 
 On Arm the layout problem is NCHW vs NHWC: ExecuTorch 1.5.1's Arm backend wraps
 convolutions, pooling and upsampling in explicit permutes and cancels what it can; the
 Arm analogue of a transition is a TRANSPOSE that survives in the TOSA graph. That
-backend has no pluggable layout pass, so Arm records carry the strategy ``arm-backend``.
+backend has no pluggable layout pass, so Arm records carry no strategy (``targets.py``
+registers the four targets on these flows).
 
 - ``tosa``: ``TosaCompileSpec("TOSA-1.0+FP")`` + ``TOSAPartitioner``; TOSA operator and
   TRANSPOSE counts and the bytes the transposes write; a single-partition model is also
@@ -13,13 +14,13 @@ backend has no pluggable layout pass, so Arm records carry the strategy ``arm-ba
   and per-layer CSVs, read from a directory of our own per partition).
 - ``vgf``: the VGF compile spec (TOSA FP through ``model-converter``); a single-partition
   program is run by ``scenario-runner`` with the ML emulation layer on Vulkan (lavapipe
-  here; ``harness/vgf_host.py`` makes the tools runnable) and compared with eager PyTorch.
+  here; ``vgf_host.py`` makes the tools runnable) and compared with eager PyTorch.
 
 Every target also counts the TRANSPOSEs of the TOSA graphs it compiled (FP for tosa and
 vgf, INT8 for Ethos-U), captured where the backend hands them to the next tool.
 
-Heavy imports (ExecuTorch's Arm backend, tosa-tools, Vela) happen inside the functions,
-so the rest of the harness works where the Arm packages are not installed.
+The Arm packages (ExecuTorch's Arm backend, tosa-tools, Vela) are imported inside the
+functions, so the rest of the harness works where they are not installed.
 """
 
 import contextlib
@@ -37,13 +38,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from harness.errors import LayoutbenchError, TargetUnavailableError
-from harness.runners import flat_outputs, max_abs_error, tolerance
+from harness.errors import MeasurementError, TargetUnavailableError
+from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance, top1_match
+from harness.targets.edge_programs import cpu_ops, delegate_payloads
 
-ARM_STRATEGY = "arm-backend"
 TOSA_FP = "TOSA-1.0+FP"
-ETHOS_U_TARGETS = ("ethos-u55-128", "ethos-u85-256")
-ARM_TARGETS = ("tosa", *ETHOS_U_TARGETS, "vgf")
 MISSING_PACKAGES = "the Arm targets need tosa-tools and ethos-u-vela; run make (it installs them into .venv)"
 # Bits per element of TOSA's DType names (tosa/DType.py); SHAPE values are 64-bit.
 _DTYPE_BITS = {
@@ -53,7 +52,7 @@ _DTYPE_BITS = {
 }
 
 
-class ArmToolError(LayoutbenchError):
+class ArmToolError(MeasurementError):
     """An Arm tool (the TOSA reference model, Vela) rejected or failed on a model."""
 
 
@@ -77,8 +76,7 @@ def _substituted(module, name: str, make_replacement):
 
 
 def _eager_outputs(exported) -> list[torch.Tensor]:
-    with torch.no_grad():
-        return flat_outputs(exported.module()(*exported.example_inputs[0]))
+    return eager_outputs(exported.module(), exported.example_inputs[0])
 
 
 def _numpy_inputs(exported) -> list[np.ndarray]:
@@ -121,18 +119,6 @@ def tosa_statistics(flatbuffers: list[bytes]) -> dict:
     return {"tosa_ops": operators, "transposes": transposes, "transpose_bytes": transpose_bytes}
 
 
-def _cpu_ops(edge_manager) -> list[str]:
-    from harness.metrics import cpu_ops
-
-    return cpu_ops(edge_manager.exported_program())
-
-
-def _delegate_payloads(edge_manager) -> list[bytes]:
-    from harness.vulkan_lowering import lowered_modules
-
-    return [module.processed_bytes for module in lowered_modules(edge_manager)]
-
-
 def lower_tosa(exported):
     """TOSA FP lowering of a copy of ``exported``: (edge manager, TOSA flatbuffers)."""
     from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
@@ -141,7 +127,7 @@ def lower_tosa(exported):
 
     partitioner = TOSAPartitioner(TosaCompileSpec(TOSA_FP))
     edge_manager = to_edge_transform_and_lower(copy.deepcopy(exported), partitioner=[partitioner])
-    return edge_manager, _delegate_payloads(edge_manager)
+    return edge_manager, delegate_payloads(edge_manager)
 
 
 def reference_run(flatbuffer: bytes, exported) -> dict:
@@ -156,8 +142,8 @@ def reference_run(flatbuffer: bytes, exported) -> dict:
     if status != tosa_reference_model.GraphStatus.TOSA_VALID:
         raise ArmToolError(f"the TOSA reference model rejected the graph ({status.name})")
     error, limit, top1 = _compare_with_eager(outputs, exported)
-    return {"reference_seconds": seconds, "reference_max_abs_error": error, "error_tolerance": limit,
-            "reference_top1_match": top1}
+    return {"latency_ms_median": seconds * 1000, "iterations": 1, "max_abs_error": error,
+            "error_tolerance": limit, "top1_match": top1}
 
 
 def _compare_with_eager(outputs: list, exported) -> tuple[float, float, bool | None]:
@@ -167,11 +153,7 @@ def _compare_with_eager(outputs: list, exported) -> tuple[float, float, bool | N
     if len(outputs) != len(reference):
         raise ArmToolError(f"the program gave {len(outputs)} outputs, eager PyTorch {len(reference)}")
     produced = [torch.from_numpy(np.asarray(o)).reshape(r.shape) for o, r in zip(outputs, reference)]
-    first, expected = produced[0], reference[0]
-    top1 = None
-    if expected.dim() == 2 and expected.shape[0] == 1:
-        top1 = bool(first.argmax(-1).item() == expected.argmax(-1).item())
-    return max_abs_error(produced, reference), tolerance(reference), top1
+    return max_abs_error(produced, reference), tolerance(reference), top1_match(produced, reference)
 
 
 def measure_tosa(exported) -> dict:
@@ -181,13 +163,13 @@ def measure_tosa(exported) -> dict:
     fields = {
         "lowering_seconds": time.perf_counter() - start,
         "partitions": len(flatbuffers),
-        "ops_outside_delegate": len(_cpu_ops(edge_manager)),
+        "ops_outside_delegate": len(cpu_ops(edge_manager)),
         **tosa_statistics(flatbuffers),
     }
     if _single_program(flatbuffers, fields["ops_outside_delegate"]):
         fields.update(reference_run(flatbuffers[0], exported))
     else:
-        fields["reference_note"] = NOT_WHOLE_MODEL
+        fields["run_note"] = NOT_WHOLE_MODEL
     return fields
 
 
@@ -277,7 +259,7 @@ def measure_ethos_u(exported, target: str) -> dict:
     return {
         "lowering_seconds": time.perf_counter() - start,
         "partitions": len(flatbuffers),
-        "ops_outside_delegate": len(_cpu_ops(edge_manager)),
+        "ops_outside_delegate": len(cpu_ops(edge_manager)),
         **tosa_statistics(flatbuffers),
         **estimates,
     }
@@ -304,7 +286,7 @@ def lower_vgf(exported, model_converter: Path):
         edge_manager = to_edge_transform_and_lower(
             copy.deepcopy(exported), partitioner=[VgfPartitioner(VgfCompileSpec(TOSA_FP))]
         )
-    return edge_manager, _delegate_payloads(edge_manager), flatbuffers
+    return edge_manager, delegate_payloads(edge_manager), flatbuffers
 
 
 @contextlib.contextmanager
@@ -370,13 +352,13 @@ def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
     timestamps = json.loads(profile.read_text()).get("Timestamps", [])
     inference = sum(t["Time for command [ms]"] for t in timestamps) / 1000
     error, limit, top1 = _compare_with_eager([np.load(p) for p in outputs], exported)
-    return {"setup_seconds": wall - inference, "inference_seconds": inference, "max_abs_error": error,
-            "error_tolerance": limit, "top1_match": top1}
+    return {"setup_seconds": wall - inference, "latency_ms_median": inference * 1000, "iterations": 1,
+            "max_abs_error": error, "error_tolerance": limit, "top1_match": top1}
 
 
 def measure_vgf(exported) -> dict:
     _require_arm_packages()
-    from harness.vgf_host import tools
+    from harness.targets.arm.vgf_host import tools
 
     vgf_tools = tools()
     start = time.perf_counter()
@@ -384,7 +366,7 @@ def measure_vgf(exported) -> dict:
     fields = {
         "lowering_seconds": time.perf_counter() - start,
         "partitions": len(payloads),
-        "ops_outside_delegate": len(_cpu_ops(edge_manager)),
+        "ops_outside_delegate": len(cpu_ops(edge_manager)),
         **tosa_statistics(flatbuffers),
     }
     if _single_program(payloads, fields["ops_outside_delegate"]):
@@ -394,13 +376,3 @@ def measure_vgf(exported) -> dict:
         fields["run_note"] = NOT_WHOLE_MODEL
     return fields
 
-
-def measure_arm(target: str, exported) -> dict:
-    """The record fields of one model on one Arm target."""
-    if target == "tosa":
-        return measure_tosa(exported)
-    if target in ETHOS_U_TARGETS:
-        return measure_ethos_u(exported, target)
-    if target == "vgf":
-        return measure_vgf(exported)
-    raise ValueError(f"not an Arm target: {target}")

@@ -1,0 +1,1 @@
+"""From a model name to measured records: the model pipeline, its export cache, and the sweep."""

@@ -1,0 +1,145 @@
+"""The record schema: what every metric is, in one table.
+
+Each :class:`Metric` says its unit, which direction is better, whether it is deterministic
+(a count or size that only a code change moves) or measured (a time, a memory peak, an
+error: noisy, never gated by default), its label, its default gate threshold, and where it
+is shown (the default terminal table, the report's charts and tables). The long form, the
+gate, the table, the report and the asv units all read it. A new metric is one line here
+plus the target that measures it.
+
+Records carry ``schema_version``; :func:`upgrade` reads records of earlier versions.
+"""
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 2
+IDENTITY_KEYS = ("model", "strategy", "target")
+STATUSES = ("ok", "skipped", "failed")
+# Record fields that describe a record rather than measure it.
+CONTEXT_KEYS = (
+    *IDENTITY_KEYS, "status", "reason", "log", "schema_version", "input_shapes", "runtime", "run_note",
+    "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
+    "python_version", "timestamp",
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str  # a key of harness.results.table.FORMATS
+    label: str
+    better: str | None = "lower"  # "lower", "higher", or None where neither is better
+    deterministic: bool = True  # False: measured (times, memory peaks, errors), noisy
+    gate: str | None = None  # default threshold: absolute ("0") or relative ("5%")
+    heading: str | None = None  # in the default terminal table, under this heading
+    chart: bool = False  # a bar chart per target in the report
+    report: bool = False  # a model x strategy table per target in the report
+
+
+def _timing(name, label, unit="seconds", **options) -> Metric:
+    return Metric(name, unit, label, deterministic=False, **options)
+
+
+METRICS = {m.name: m for m in (
+    # Vulkan layout (target vulkan and vulkan-run)
+    Metric("transitions", "count", "Transitions inserted", gate="0", heading="transitions", chart=True, report=True),
+    Metric("excess_transitions", "count", "Transitions over the ILP optimum", heading="excess", chart=True,
+           report=True),
+    Metric("transition_bytes", "bytes", "Bytes written by transitions", gate="5%", heading="trans. bytes",
+           chart=True, report=True),
+    Metric("delegate_memory_bytes", "bytes", "Delegate memory", gate="5%", heading="delegate mem", chart=True,
+           report=True),
+    Metric("transition_memory_bytes", "bytes", "Delegate memory that transitions add"),
+    Metric("partitions", "count", "Delegated partitions", better=None, heading="parts"),
+    Metric("delegate_ops", "count", "Operators in the delegates", better=None),
+    Metric("ops_outside_delegate", "count", "Operators left on the CPU", gate="0", heading="cpu ops"),
+    Metric("own_clones", "count", "The model's own clones in the delegates", better=None),
+    Metric("pte_bytes", "bytes", "Program size (.pte)"),
+    _timing("pass_seconds", "Layout pass time", heading="pass", report=True),
+    _timing("finish_seconds", "Layout pass to serialized payload"),
+    _timing("serialize_seconds", "Serialization to a .pte"),
+    _timing("prefix_seconds", "Lowering before the layout pass"),
+    _timing("export_seconds", "Model build and export"),
+    # strategies' own fields (ilp, ilp-bytes, bfs-refined)
+    Metric("optimal", "bool", "Proven optimal (ILP)", better="higher", heading="optimal"),
+    Metric("objective", "count", "ILP objective"),
+    Metric("bound", "count", "ILP lower bound", better=None),
+    Metric("variables", "count", "ILP variables", better=None),
+    Metric("constraints", "count", "ILP constraints", better=None),
+    _timing("solve_seconds", "ILP formulation and solve"),
+    Metric("bfs_transitions", "count", "Transitions before refinement"),
+    _timing("refine_seconds", "Refinement (bfs-refined)"),
+    # running a program (vulkan-run, the TOSA reference model, vgf)
+    _timing("latency_ms_median", "Median latency of one inference", unit="ms", heading="latency", chart=True,
+            report=True),
+    _timing("latency_ms_min", "Fastest inference", unit="ms"),
+    _timing("latency_ms_max", "Slowest inference", unit="ms"),
+    Metric("iterations", "count", "Timed inferences", better=None),
+    _timing("setup_seconds", "Set-up before the first inference (VGF)", report=True),
+    _timing("peak_rss_bytes", "Peak resident memory of the run", unit="bytes", heading="peak rss"),
+    _timing("max_abs_error", "Max abs error vs eager PyTorch", unit="error", heading="max error", report=True),
+    Metric("error_tolerance", "error", "Allowed max abs error", better=None, deterministic=False),
+    Metric("top1_match", "bool", "Top-1 class agrees with eager PyTorch", better="higher", deterministic=False),
+    _timing("transition_time_share", "Share of GPU time in transitions", unit="fraction", heading="trans. time",
+            report=True),
+    # Arm targets
+    _timing("lowering_seconds", "Lowering (Arm flows)"),
+    Metric("tosa_ops", "count", "TOSA operators", better=None, heading="tosa ops", report=True),
+    Metric("transposes", "count", "TRANSPOSEs left in the TOSA graph", gate="0", heading="transposes", chart=True),
+    Metric("transpose_bytes", "bytes", "Bytes written by TRANSPOSEs", gate="5%", heading="transp. bytes",
+           report=True),
+    Metric("cycles", "cycles", "Ethos-U cycles (Vela estimate)", gate="5%", heading="cycles", chart=True),
+    Metric("inferences_per_second", "per_second", "Ethos-U inferences/s (Vela estimate)", better="higher",
+           heading="inf/s", report=True),
+    Metric("sram_bytes", "bytes", "Ethos-U SRAM", report=True),
+    Metric("offchip_bytes", "bytes", "Ethos-U off-chip memory", report=True),
+    Metric("transpose_cycle_share", "fraction", "Share of Ethos-U cycles in transposes", heading="transp. cycles",
+           report=True),
+    Metric("core_clock_hz", "hertz", "Ethos-U core clock", better=None),
+)}
+
+
+def metric(name: str) -> Metric:
+    return METRICS[name]
+
+
+def higher_is_better(name: str) -> bool:
+    return name in METRICS and METRICS[name].better == "higher"
+
+
+def default_thresholds() -> str:
+    """The gate's default: every metric with a default threshold (deterministic ones only)."""
+    return ",".join(f"{m.name}={m.gate}" for m in METRICS.values() if m.gate is not None)
+
+
+def metric_columns(columns) -> list[str]:
+    """The columns of a record frame that are metrics: the schema's, and any other field a
+    plug-in strategy added (everything that is not context)."""
+    return [c for c in columns if c in METRICS or c not in CONTEXT_KEYS]
+
+
+# Schema 1 (before one key per idea across targets) -> 2.
+_RENAMED_V1 = {"reference_max_abs_error": "max_abs_error", "reference_top1_match": "top1_match",
+               "reference_note": "run_note"}
+_SECONDS_TO_MS_V1 = {"reference_seconds": "latency_ms_median", "inference_seconds": "latency_ms_median"}
+_V1_BACKEND_STRATEGY = "arm-backend"
+
+
+def upgrade(record: dict) -> dict:
+    """A record of any schema version in the current one (version 1 had no version key)."""
+    if record.get("schema_version", 1) >= SCHEMA_VERSION:
+        return record
+    record = dict(record)
+    for old, new in _RENAMED_V1.items():
+        if old in record:
+            value = record.pop(old)
+            record[new] = value if value is not None else record.get(new)
+    for old, new in _SECONDS_TO_MS_V1.items():
+        if old in record:
+            value = record.pop(old)
+            if value is not None:
+                record[new] = value * 1000
+    if record.get("strategy") == _V1_BACKEND_STRATEGY:
+        record["strategy"] = None  # the Arm backend's own passes: no pluggable strategy
+    record["schema_version"] = SCHEMA_VERSION
+    return record

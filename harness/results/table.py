@@ -1,0 +1,86 @@
+"""Records as a terminal table: the metrics that matter for each target, in readable units.
+
+The default shows, per target, the schema's headline metrics that the records have; every
+column on request (``columns="all"`` or a list). JSON and CSV output always carry every field.
+"""
+
+import pandas as pd
+
+from harness.results.schema import METRICS
+from harness.results.store import with_excess
+
+_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def format_number(value: float) -> str:
+    """Counts as whole numbers with separators (pandas makes a column float once it has a
+    gap), other values to 4 significant digits."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.4g}"
+
+
+def _bytes(value: float) -> str:
+    for name, size in _UNITS:
+        if abs(value) >= size:
+            return f"{value / size:.3g} {name}"
+    return f"{value:,.0f} B"
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.3g} ms" if abs(value) < 1 else f"{value:,.3g} s" if abs(value) < 1000 else f"{value:,.0f} s"
+
+
+def _large(value: float, unit: str) -> str:
+    for name, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {name}{unit}"
+    return f"{value:,.0f} {unit}".rstrip()
+
+
+FORMATS = {
+    "count": format_number,
+    "bytes": _bytes,
+    "seconds": _seconds,
+    "ms": lambda v: _seconds(v / 1000),
+    "fraction": lambda v: f"{100 * v:.3g} %",
+    "cycles": lambda v: _large(v, ""),
+    "per_second": lambda v: f"{v:.3g}/s",
+    "hertz": lambda v: _large(v, "Hz"),
+    "error": lambda v: f"{v:.2g}",
+    "bool": lambda v: "yes" if v else "no",
+}
+
+
+def format_value(metric: str, value) -> str:
+    """A metric's value in its unit; ``-`` where there is none."""
+    if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+        return "-"
+    if metric in METRICS and isinstance(value, (int, float, bool)):
+        return FORMATS[METRICS[metric].unit](value)
+    return str(value)
+
+
+def headline_columns(records: pd.DataFrame) -> list[str]:
+    """The schema's headline metrics that these records have values for."""
+    return [name for name, m in METRICS.items()
+            if m.heading and name in records and records[name].notna().any()]
+
+
+def render_table(records: list[dict], columns: str | list[str] | None = None) -> str:
+    """One table per target: model and strategy down, metrics across."""
+    table = with_excess(pd.DataFrame(records).assign(
+        strategy=lambda t: t["strategy"].fillna("-") if "strategy" in t else "-"))
+    blocks = []
+    for target, group in table.groupby("target", sort=False):
+        if columns == "all":
+            shown = [c for c in group.columns if c not in ("model", "strategy", "target") and group[c].notna().any()]
+        elif columns:
+            shown = [c for c in columns if c in group]
+        else:
+            shown = ["status", *headline_columns(group)]
+        body = group.set_index(["model", "strategy"])[shown]
+        cells = body.apply(lambda column: column.map(lambda v: format_value(column.name, v)))
+        cells.columns = [METRICS[c].heading if c in METRICS and METRICS[c].heading and columns != "all" else c
+                         for c in shown]
+        header = f"{target}:" if table["target"].nunique() > 1 else ""
+        blocks.append("\n".join(filter(None, [header, cells.to_string()])))
+    return "\n\n".join(blocks)

@@ -1,0 +1,14 @@
+"""Targets: where a strategy's result is measured (Vulkan lowering, Vulkan runs, Arm flows)."""
+
+from harness.targets.base import (
+    MeasureContext,
+    RunSettings,
+    Target,
+    get_target,
+    list_targets,
+    register_target,
+    resolve_targets,
+)
+
+__all__ = ["MeasureContext", "RunSettings", "Target", "get_target", "list_targets", "register_target",
+           "resolve_targets"]

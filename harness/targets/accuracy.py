@@ -1,0 +1,56 @@
+"""Outputs of a program run on a target, against eager PyTorch with the same weights."""
+
+import torch
+
+from strategies.errors import MeasurementError
+
+ERROR_TOLERANCE = 1e-3
+
+
+class OutputMismatch(MeasurementError):
+    """A program's outputs cannot be compared with eager PyTorch's (count or shape differ)."""
+
+
+def flat_outputs(value) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for item in value for t in flat_outputs(item)]
+
+
+def eager_outputs(module, inputs) -> list[torch.Tensor]:
+    """The reference outputs: ``module`` run eagerly on ``inputs``."""
+    with torch.no_grad():
+        return [t.detach() for t in flat_outputs(module(*inputs))]
+
+
+def max_abs_error(outputs: list, reference: list) -> float:
+    if len(outputs) != len(reference):
+        raise OutputMismatch(f"program returned {len(outputs)} outputs, eager PyTorch {len(reference)}")
+    errors = []
+    for index, (got, expected) in enumerate(zip(outputs, reference)):
+        if tuple(got.shape) != tuple(expected.shape):
+            raise OutputMismatch(f"output {index} has shape {tuple(got.shape)}, eager PyTorch {tuple(expected.shape)}")
+        errors.append(float((got.double() - expected.double()).abs().max()) if got.numel() else 0.0)
+    return max(errors, default=0.0)
+
+
+def tolerance(reference: list) -> float:
+    """Allowed max abs error: 1e-3 of the largest reference magnitude (at least 1e-3)."""
+    largest = max((float(t.abs().max()) for t in reference if t.numel()), default=0.0)
+    return ERROR_TOLERANCE * max(1.0, largest)
+
+
+def top1_match(outputs: list, reference: list) -> bool | None:
+    """For a classifier's logits (one row), whether the top-1 class agrees; else None."""
+    first, expected = outputs[0], reference[0]
+    if expected.dim() != 2 or expected.shape[0] != 1:
+        return None
+    return bool(first.argmax(-1).item() == expected.argmax(-1).item())
+
+
+def wrong_answer(fields: dict) -> str | None:
+    """The reason a run's outputs are rejected, or None when they are within tolerance."""
+    error, limit = fields.get("max_abs_error"), fields.get("error_tolerance")
+    if error is None or limit is None or error <= limit:
+        return None
+    return f"outputs differ from eager PyTorch: max abs error {error:.3g} > tolerance {limit:.3g}"

@@ -1,0 +1,63 @@
+"""The Arm targets: ``tosa``, ``ethos-u55-128``, ``ethos-u85-256`` and ``vgf``.
+
+Arm's backends have no pluggable layout pass: each model is measured once per target,
+with no strategy; the layout figure is the TRANSPOSEs that survive in the TOSA graph.
+"""
+
+from harness.targets.arm.flows import measure_ethos_u, measure_tosa, measure_vgf
+from harness.targets.base import MeasureContext, Target, register_target
+
+TOSA_METRICS = ("partitions", "ops_outside_delegate", "tosa_ops", "transposes", "transpose_bytes", "lowering_seconds")
+RUN_METRICS = ("latency_ms_median", "max_abs_error", "error_tolerance", "top1_match")
+
+
+class ArmTarget(Target):
+    """A target whose flow measures an exported program as the Arm backend lowers it."""
+
+    uses_strategies = False
+
+    def flow(self, exported) -> dict:
+        raise NotImplementedError
+
+    def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
+        fields.update(self.flow(model.exported))
+
+
+@register_target("tosa")
+class Tosa(ArmTarget):
+    """TOSA FP: operator and TRANSPOSE counts; a whole-model graph run by the TOSA reference model."""
+
+    metrics = (*TOSA_METRICS, *RUN_METRICS)
+
+    def flow(self, exported) -> dict:
+        return measure_tosa(exported)
+
+
+class EthosU(ArmTarget):
+    """INT8 Ethos-U lowering and Vela's performance and memory estimate for this configuration."""
+
+    metrics = (*TOSA_METRICS, "cycles", "inferences_per_second", "sram_bytes", "offchip_bytes",
+               "transpose_cycle_share", "core_clock_hz")
+
+    def flow(self, exported) -> dict:
+        return measure_ethos_u(exported, self.name)
+
+
+@register_target("ethos-u55-128")
+class EthosU55(EthosU):
+    """Ethos-U55, 128 MACs per cycle (Vela's default system configuration)."""
+
+
+@register_target("ethos-u85-256")
+class EthosU85(EthosU):
+    """Ethos-U85, 256 MACs per cycle."""
+
+
+@register_target("vgf")
+class Vgf(ArmTarget):
+    """VGF through the Arm ML SDK: a whole-model program run on Vulkan by the scenario runner."""
+
+    metrics = (*TOSA_METRICS, *RUN_METRICS, "setup_seconds")
+
+    def flow(self, exported) -> dict:
+        return measure_vgf(exported)

@@ -1,0 +1,97 @@
+"""The target registry, in the style of the model and strategy registries.
+
+A target is where a model's lowered program is measured: one module with a
+:class:`Target` subclass and ``@register_target("name")``. It declares the schema metrics
+it adds (``metrics``), whether layout strategies apply to it (``uses_strategies``; Arm's
+backends have no pluggable layout pass, so their records carry no strategy), and
+``measure``, which fills a record's fields for one (model, strategy). When the registry is
+first asked it imports every module directly under ``harness/targets/`` and every
+``targets.py`` of its sub-packages, so a new target is one module and one decorator.
+"""
+
+import fnmatch
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strategies.errors import UnknownNameError
+
+_targets: dict[str, type] = {}
+
+
+@dataclass
+class RunSettings:
+    """How programs are run where a target runs them."""
+
+    warmup: int = 1
+    iterations: int = 10
+    repeats: int = 3  # executor_runner: wall-clock differences taken, median reported
+
+
+@dataclass
+class MeasureContext:
+    """What a measurement may need beyond the model and the strategy."""
+
+    results_dir: Path = Path("results")
+    et_runner: str | None = None
+    run_settings: RunSettings = field(default_factory=RunSettings)
+
+
+class Target:
+    """One target. ``measure`` writes into ``fields`` as it goes, so what was measured
+    before a failure stays in the failed record."""
+
+    name: str = ""
+    uses_strategies: bool = True
+    metrics: tuple[str, ...] = ()
+
+    def prepare(self, context: MeasureContext) -> None:
+        """Check once per sweep that this host can measure; raise TargetUnavailableError
+        (every record skipped, with its message) or a UsageError (a bad option)."""
+
+    def measure(self, model, strategy: str | None, fields: dict, context: MeasureContext) -> None:
+        """Measure ``model`` (a :class:`harness.pipeline.model.ModelPipeline`) with ``strategy``
+        (None where ``uses_strategies`` is false) into ``fields``."""
+        raise NotImplementedError
+
+
+def register_target(name: str):
+    """Class decorator: register a Target subclass under ``name``."""
+
+    def decorate(cls):
+        cls.name = name
+        _targets[name] = cls
+        return cls
+
+    return decorate
+
+
+def _load_built_ins() -> None:
+    import harness.targets as package
+
+    for module in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+        relative = module.name.removeprefix(f"{package.__name__}.")
+        if "." not in relative or relative.endswith(".targets"):
+            importlib.import_module(module.name)
+
+
+def list_targets(pattern: str = "*") -> list[str]:
+    _load_built_ins()
+    return sorted(name for name in _targets if fnmatch.fnmatch(name, pattern))
+
+
+def get_target(name: str) -> Target:
+    """A fresh instance of the target registered as ``name``."""
+    _load_built_ins()
+    if name not in _targets:
+        raise UnknownNameError("target", name, list_targets())
+    return _targets[name]()
+
+
+def resolve_targets(spec: str) -> list[str]:
+    """Target names from a comma list, each checked."""
+    names = [t.strip() for t in spec.split(",") if t.strip()]
+    for name in names:
+        get_target(name)
+    return names

@@ -1,0 +1,30 @@
+"""What every backend's lowering leaves in an ExecuTorch edge program: its delegates and
+the operators no delegate took."""
+
+import operator
+
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+from strategies.representations import op_name
+
+
+def lowered_modules(edge_manager) -> list[LoweredBackendModule]:
+    """The delegate modules of an edge program, in graph order."""
+    graph_module = edge_manager.exported_program().graph_module
+    return [m for m in graph_module.children() if isinstance(m, LoweredBackendModule)]
+
+
+def delegate_payloads(edge_manager) -> list[bytes]:
+    return [module.processed_bytes for module in lowered_modules(edge_manager)]
+
+
+def cpu_ops(edge_manager) -> list[str]:
+    """Operators of an edge program that no delegate took, by target name."""
+    outside = []
+    for node in edge_manager.exported_program().graph.nodes:
+        if node.op != "call_function" or node.target == operator.getitem:
+            continue
+        name = op_name(node.target)
+        if "executorch_call_delegate" not in name:
+            outside.append(name)
+    return outside

@@ -1,0 +1,84 @@
+"""The Vulkan (ET-VK) targets: ``vulkan`` (the lowering: transitions, memory, partitions)
+and ``vulkan-run`` (the same, then the program run on an ET-VK runtime)."""
+
+import tempfile
+import time
+from pathlib import Path
+
+import strategies
+from harness.errors import TargetUnavailableError
+from harness.targets.base import MeasureContext, Target, register_target
+from harness.targets.vulkan import metrics, validator
+from harness.targets.vulkan.lowering import VulkanLowering
+from harness.targets.vulkan.runners import NO_RUNTIME_REASON, find_runtime, measure_run
+
+
+def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -> bytes:
+    """Finish the lowering with one strategy, validate, serialize and measure it into
+    ``fields``; returns the program."""
+    strategy_cls = strategies.get_strategy(strategy_name)
+    lowered = lowering.lower(strategy_cls)
+    validator.validate(lowered)
+    start = time.perf_counter()
+    pte = lowered.to_pte()
+    serialize_seconds = time.perf_counter() - start
+    found = metrics.transitions(lowered)
+    memory = metrics.delegate_memory(lowered)
+    fields.update({
+        "transitions": len(found),
+        "transition_bytes": sum(t.bytes for t in found),
+        "delegate_memory_bytes": memory.total_bytes,
+        "transition_memory_bytes": memory.transition_bytes,
+        "partitions": len(lowered.partitions),
+        "delegate_ops": metrics.delegate_op_count(lowered),
+        "ops_outside_delegate": len(metrics.ops_outside_delegate(lowered)),
+        "pass_seconds": lowered.pass_seconds,
+        "finish_seconds": lowered.finish_seconds,
+        "serialize_seconds": serialize_seconds,
+        "prefix_seconds": lowering.prefix_seconds,
+        "pte_bytes": len(pte),
+        "own_clones": metrics.own_clone_count(lowered),
+    })
+    fields.update(strategies.summarize(strategy_cls, [p.layout_pass for p in lowered.partitions]))
+    return pte
+
+
+def program_path(results_dir: Path, model: str, strategy: str) -> Path:
+    """Where a strategy's program for a model is kept: ``RESULTS/programs/<model>/<strategy>.pte``."""
+    safe = strategy.replace(":", ".").replace("/", "_")
+    return Path(results_dir) / "programs" / model.replace("/", "_") / f"{safe}.pte"
+
+
+@register_target("vulkan")
+class Vulkan(Target):
+    """The ET-VK lowering with the strategy as its layout pass."""
+
+    metrics = ("transitions", "transition_bytes", "delegate_memory_bytes", "transition_memory_bytes", "partitions",
+               "delegate_ops", "ops_outside_delegate", "own_clones", "pte_bytes", "pass_seconds", "finish_seconds",
+               "serialize_seconds", "prefix_seconds", "optimal")
+
+    def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
+        measure_vulkan(model.vulkan_lowering, strategy, fields)
+
+
+@register_target("vulkan-run")
+class VulkanRun(Vulkan):
+    """The lowering, then its program run on an ET-VK runtime and compared with eager PyTorch."""
+
+    metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations",
+               "peak_rss_bytes", "max_abs_error", "error_tolerance", "transition_time_share")
+
+    def prepare(self, context: MeasureContext) -> None:
+        self.runtime = find_runtime(context.et_runner)
+        if self.runtime is None:
+            raise TargetUnavailableError(NO_RUNTIME_REASON)
+
+    def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
+        pte = measure_vulkan(model.vulkan_lowering, strategy, fields)
+        path = program_path(context.results_dir, model.name, strategy)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pte)
+        exported = model.exported
+        with tempfile.TemporaryDirectory() as workdir:
+            fields.update(measure_run(self.runtime, path, exported.module(), exported.example_inputs[0],
+                                      context.run_settings, Path(workdir), fields["own_clones"] > 0))

@@ -1,0 +1,38 @@
+"""Errors every layer of layoutbench shares; a leaf module (it imports nothing of ours, nor
+any heavy library), so the registries, the targets and the results layer can all use it.
+
+A ``LayoutbenchError`` is the user's to fix: its message is the whole explanation and is
+shown as one line, without a traceback. Two families tell the command line what to do:
+``UsageError`` (the command was wrong: exit 2, nothing measured) and ``MeasurementError``
+(a model, strategy or tool failed on one measurement: a ``failed`` record, exit 1).
+"""
+
+
+class LayoutbenchError(Exception):
+    """Base class: the message is the whole explanation, shown without a traceback."""
+
+
+class UsageError(LayoutbenchError):
+    """The command cannot run as given (a bad name, option or path): exit 2, nothing recorded."""
+
+
+class UnknownNameError(UsageError):
+    """A model, strategy, zoo or target name that nothing resolves."""
+
+    def __init__(self, kind: str, name: str, known: list[str], hint: str = ""):
+        self.name = name
+        listing = ", ".join(known)
+        super().__init__(f"unknown {kind} '{name}'; known: {listing}{hint}")
+
+
+class MeasurementError(LayoutbenchError):
+    """One measurement failed for a reason the message states: a ``failed`` record."""
+
+
+class InvalidModelError(MeasurementError):
+    """A model that resolves by name but cannot be built or measured as asked (a size out of
+    range, no fused attention to unfuse, a factory that returns the wrong thing)."""
+
+
+class InvalidAssignmentError(MeasurementError):
+    """A strategy gave an operator a tensor representation the operator does not accept."""

@@ -1,0 +1,113 @@
+"""The ET-VK representation vocabulary, in one place for strategies, metrics and tools.
+
+A representation is a (storage type, memory layout) pair; ExecuTorch 1.5.1 calls two
+representations "synced" when they share packed-dim info (packed dim and block size).
+Textures pack four elements along the packed dim, so a tensor's bytes depend on its
+representation. Float tensors never take the ``PACKED_INT8_*`` layouts, although the
+OpRepSets of layout-agnostic ops offer them to every tensor.
+"""
+
+import functools
+import math
+
+import executorch.backends.vulkan.utils as vk_utils
+import torch
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
+    VkMemoryLayout,
+    VkStorageType,
+)
+
+Repr = tuple[VkStorageType, VkMemoryLayout]
+
+DEFAULT_REPR: Repr = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACKED)
+ELEMENTS_PER_TEXEL = 4  # an RGBA texel holds four elements along the packed dim
+QUANTIZED_DTYPES = (torch.int8, torch.uint8)
+
+
+def tensor_bytes(dims, element_bytes: int, storage: VkStorageType, layout: VkMemoryLayout) -> int:
+    """Bytes of a tensor in a representation; textures round the packed dim up to 4."""
+    if storage == VkStorageType.BUFFER:
+        return math.prod(dims) * element_bytes
+    extents = vk_utils.required_image_extents(torch.Size(dims), layout)
+    return math.prod(extents) * ELEMENTS_PER_TEXEL * element_bytes
+
+
+def layouts_for(dtype: torch.dtype) -> set:
+    """The memory layouts a tensor of ``dtype`` can be stored in."""
+    if dtype in QUANTIZED_DTYPES:
+        return vk_utils.universal_memory_layout_set
+    return vk_utils.all_memory_layouts
+
+
+def filtered(repset: vk_utils.TensorRepSet, dtype) -> vk_utils.TensorRepSet:
+    """The part of a repset a tensor of ``dtype`` can take."""
+    layouts = layouts_for(dtype)
+    return vk_utils.TensorRepSet(repset.valid_buffer_layouts & layouts, repset.valid_texture_layouts & layouts)
+
+
+def reprs_of(repset: vk_utils.TensorRepSet, dtype: torch.dtype) -> list[Repr]:
+    """The representations a TensorRepSet allows a tensor of ``dtype``, in a fixed order."""
+    allowed = filtered(repset, dtype)
+    return [(VkStorageType.BUFFER, layout) for layout in sorted(allowed.valid_buffer_layouts)] + [
+        (VkStorageType.TEXTURE_3D, layout) for layout in sorted(allowed.valid_texture_layouts)
+    ]
+
+
+@functools.cache  # a handful of representations, asked about constantly by the searches
+def packed_dim_info(representation: Repr) -> vk_utils.PackedDimInfo:
+    storage, layout = representation
+    return vk_utils.PackedDimInfo.from_repr(layout, storage)
+
+
+def as_pair(representation: vk_utils.TensorRepr) -> Repr:
+    return (representation.storage_type, representation.memory_layout)
+
+
+def to_tensor_repr(representation: Repr) -> vk_utils.TensorRepr:
+    return vk_utils.TensorRepr(*representation)
+
+
+def repset_packed_dim_infos(repset: vk_utils.TensorRepSet) -> set:
+    """The packed-dim infos a repset's representations have."""
+    return {packed_dim_info((storage, layout))
+            for storage, layouts in ((VkStorageType.TEXTURE_3D, repset.valid_texture_layouts),
+                                     (VkStorageType.BUFFER, repset.valid_buffer_layouts))
+            for layout in layouts}
+
+
+def repr_name(representation: vk_utils.TensorRepr) -> str:
+    """E.g. ``TEXTURE_3D/CHANNELS_PACKED``."""
+    layout = representation.memory_layout.name.removeprefix("TENSOR_")
+    return f"{representation.storage_type.name}/{layout}"
+
+
+def repset_name(repset: vk_utils.TensorRepSet) -> str:
+    """E.g. ``TEXTURE_3D/{CHANNELS_PACKED} | BUFFER/{WIDTH_PACKED,CHANNELS_PACKED}``."""
+    parts = []
+    for storage, layouts in (("TEXTURE_3D", repset.valid_texture_layouts), ("BUFFER", repset.valid_buffer_layouts)):
+        names = sorted(layout.name.removeprefix("TENSOR_") for layout in layouts)
+        if names:
+            parts.append(f"{storage}/{{{','.join(names)}}}")
+    return " | ".join(parts) or "anything"
+
+
+def node_values(node: torch.fx.Node) -> list:
+    """The fake tensors a node produces: one, or one per output of a multi-output op."""
+    val = node.meta["val"]
+    return list(val) if isinstance(val, (list, tuple)) else [val]
+
+
+def node_reprs(node: torch.fx.Node) -> list:
+    """A tagged node's representations: one, or one per output of a multi-output op."""
+    representation = vk_utils.get_node_repr(node)
+    return list(representation) if isinstance(representation, list) else [representation]
+
+
+def first_repr(node: torch.fx.Node):
+    """The representation of a node's first tagged output (a multi-output node keeps a list)."""
+    return next((r for r in node_reprs(node) if r is not None), None)
+
+
+def op_name(target) -> str:
+    """An operator's name, e.g. ``aten.linear.default`` (``str`` of an edge op is its schema)."""
+    return getattr(target, "__name__", str(target))

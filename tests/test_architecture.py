@@ -1,0 +1,111 @@
+"""The shape of the code and of its output: import contracts, one metric schema, results
+of earlier versions still readable, stdout that is only the result on every target."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.results.gate import judge, parse_thresholds
+from harness.results.report import write_report
+from harness.results.gate import DEFAULT_THRESHOLDS
+from harness.results.schema import METRICS
+from harness.results.store import NO_STRATEGY, load
+from harness.targets import get_target, list_targets
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+V1_RESULTS = Path(__file__).resolve().parent / "data" / "results-v1"
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "lint-imports"), "--no-cache", "--no-logo"], cwd=root, capture_output=True,
+                          text=True, timeout=300, env={"PYTHONPATH": str(root), "PATH": str(BIN)})
+
+
+def test_import_contracts_hold_and_a_forbidden_import_breaks_them(tmp_path):
+    kept = _lint_imports(ROOT)
+    assert kept.returncode == 0, kept.stdout
+    assert "Contracts: 5 kept, 0 broken." in kept.stdout
+    for item in ("harness", "strategies", "models", "benchmarks", "tests", "pyproject.toml"):
+        source = ROOT / item
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / item)
+    strategy = tmp_path / "strategies" / "bfs_downstream.py"
+    strategy.write_text(strategy.read_text() + "\nfrom harness.targets.vulkan import metrics  # noqa\n")
+    broken = _lint_imports(tmp_path)
+    assert broken.returncode == 1
+    assert "strategies depend on ExecuTorch and nothing of ours BROKEN" in broken.stdout
+    assert "strategies.bfs_downstream -> harness.targets.vulkan.metrics" in broken.stdout
+
+
+def test_every_metric_a_target_declares_is_in_the_schema():
+    for name in list_targets():
+        unknown = set(get_target(name).metrics) - set(METRICS)
+        assert not unknown, f"{name} declares metrics the schema does not know: {unknown}"
+    assert DEFAULT_THRESHOLDS == ("transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0,"
+                                  "transposes=0,transpose_bytes=5%,cycles=5%")
+
+
+def test_results_written_before_the_schema_change_load_report_and_gate(tmp_path):
+    frame = load(V1_RESULTS).set_index(["strategy", "target"])
+    tosa = frame.loc[(NO_STRATEGY, "tosa")]  # was "arm-backend", which is not a strategy
+    assert tosa["schema_version"] == 2 and tosa["transposes"] == 18
+    assert tosa["max_abs_error"] < 1e-5 and tosa["latency_ms_median"] > 0  # reference_* keys, seconds -> ms
+    assert "reference_max_abs_error" not in frame.columns and "reference_seconds" not in frame.columns
+    assert frame.loc[("bfs-downstream", "vulkan"), "transitions"] == 9
+    results = tmp_path / "v1"
+    shutil.copytree(V1_RESULTS, results)
+    page = write_report(results).read_text()
+    assert "Transitions inserted" in page and "TRANSPOSEs left in the TOSA graph" in page
+    verdicts = judge(V1_RESULTS, V1_RESULTS, parse_thresholds(DEFAULT_THRESHOLDS))
+    assert set(verdicts["verdict"]) == {"ok"} and {"transitions", "transposes"} <= set(verdicts["metric"])
+
+
+def test_today_s_records_gate_against_results_of_the_earlier_schema(tmp_path, capsys):
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream,bfs-refined,ilp",
+                     "--target", "vulkan,tosa", "--out", str(tmp_path), "--format", "json"]) == 0
+    capsys.readouterr()
+    assert cli.main(["gate", "--baseline", str(V1_RESULTS), "--candidate", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "gate passed" in captured.err and "(no metric changed)" in captured.out
+
+
+def test_stdout_is_only_json_on_every_target(tmp_path):
+    """Libraries print (tosa_serializer warns about spec versions on stdout, from Python and
+    native code alike); none of it may reach stdout."""
+    targets = list_targets()
+    result = subprocess.run(
+        [str(BIN / "layoutbench"), "run", "--models", "synthetic_small", "--strategies", "bfs-downstream",
+         "--target", ",".join(targets), "--out", str(tmp_path), "--format", "json"],
+        capture_output=True, text=True, timeout=1200,
+    )
+    records = json.loads(result.stdout)
+    assert sorted(r["target"] for r in records) == sorted(targets)
+    assert result.returncode == 0, result.stderr
+    assert {r["status"] for r in records} <= {"ok", "skipped"}
+    assert "WARNING: Different TOSA spec" in result.stderr  # still said, where it belongs
+
+
+def test_default_table_fits_a_terminal_and_every_column_is_on_request(tmp_path, capsys):
+    argv = ["run", "--models", "synthetic_small", "--strategies", "all", "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    table = capsys.readouterr().out
+    assert max(len(line) for line in table.splitlines()) <= 120
+    assert " KiB" in table and "optimal" in table and "pass_seconds" not in table
+    assert cli.main([*argv, "--columns", "all"]) == 0
+    every = capsys.readouterr().out
+    assert "serialize_seconds" in every and "pte_bytes" in every
+    assert cli.main([*argv, "--columns", "transitions,pte_bytes"]) == 0
+    chosen = capsys.readouterr().out.splitlines()[0].split()
+    assert chosen == ["transitions", "pte_bytes"]
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_run_and_its_old_name(tmp_path, capsys, command):
+    assert cli.main([command, "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out", str(tmp_path),
+                     "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["transitions"] == 9

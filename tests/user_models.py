@@ -1,0 +1,16 @@
+"""Models a user might bring from outside the zoo, used to test the plug-in paths."""
+
+import torch
+from torch import nn
+
+
+def tiny_convnet():
+    """A user's factory: a module and its example inputs (no ModelSpec needed)."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.Flatten(),
+                           nn.Linear(8 * 16 * 16, 10))
+    return module, (torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(0)),)
+
+
+def not_a_model():
+    return "a string"
