@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: all test bench asv dashboard venv system-deps vgf-host clean
+.PHONY: all test bench bench-cache asv dashboard venv system-deps vgf-host clean
 
 # `make`: everything the harness and every target need on this machine.
 all: system-deps venv vgf-host
@@ -25,23 +25,16 @@ system-deps:
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-# Arm tools (harness/arm.py). tosa-tools pins numpy<2.2 and an exact flatbuffers that the
-# torch stack has outgrown; it works with the newer ones (../shared/facts/arm.md), so the
-# tools go in without their pins and their remaining requirements are listed here.
-ARM_TOOLS := tosa-tools==2026.5.0 ethos-u-vela==5.1.0 ai-ml-sdk-model-converter==0.10.0 \
-	ai-ml-sdk-scenario-runner==0.10.0 ai-ml-emulation-layer-for-vulkan==0.10.0 ai-ml-sdk-vgf-library==0.11.0
-ARM_TOOL_REQUIREMENTS := ml-dtypes==0.5.1 'jsonschema>=4.24' 'semver>=3.0.4'
-
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The pinned stack is requirements*.txt (pyproject.toml reads the first and the test one).
+$(STAMP): pyproject.toml requirements.txt requirements-test.txt requirements-arm.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and exactly pinned, so pip takes the local CPU wheel and never a CUDA build.
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet $$(grep '^torch==' requirements.txt)
 	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) -m pip install --quiet --no-deps $(ARM_TOOLS)
-	$(PY) -m pip install --quiet $(ARM_TOOL_REQUIREMENTS)
+	$(PY) -m pip install --quiet --no-deps -r requirements-arm.txt
 	touch $(STAMP)
 
 # The Arm ML SDK binaries need a newer glibc and Vulkan loader than Debian 12 has: this
@@ -60,6 +53,10 @@ test: $(STAMP) system-deps vgf-host
 bench: $(STAMP)
 	$(VENV)/bin/layoutbench run --zoo quick --strategies all --out $(RESULTS); status=$$?; \
 	$(VENV)/bin/layoutbench report $(RESULTS) && exit $$status
+
+# The quick zoo x every strategy with --fresh, lowering-prefix cache cold then warm.
+bench-cache: $(STAMP)
+	$(PY) -m pytest tests/test_cache_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # asv over the last commit (quick: one sample each); the environment is created once.
 asv: $(STAMP)

@@ -1,14 +1,12 @@
 """asv suites: how long each strategy's layout pass takes, and how much memory lowering needs.
 
-A lowered program does not pickle (its edge operators are not importable by name), so
-``setup_cache`` can only warm the on-disk export cache; each benchmark process then
-lowers its model to the layout pass once (``harness.pipeline.model.pipeline``) and every timed call gets a
-fresh copy of the partitions, so only the pass itself is timed. That per-process lowering
-makes ``time_layout_pass`` the slow suite (one model prefix per (model, strategy) process).
+``setup_cache`` fills the disk caches (exports and lowering prefixes); each benchmark
+process then loads its model's prefix from there (``harness.pipeline.model.pipeline``)
+and every timed call gets a fresh copy of the partitions, so only the pass itself is timed.
 """
 
 import strategies
-from benchmarks._zoo import BENCH_MODELS, warm_export_cache
+from benchmarks._zoo import BENCH_MODELS, warm_caches
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.lowering import VulkanLowering, run_layout_pass
 
@@ -24,7 +22,7 @@ class LayoutPass:
     repeat = (3, 10, 20.0)
 
     def setup_cache(self):
-        return warm_export_cache(BENCH_MODELS)
+        return warm_caches(BENCH_MODELS)
 
     def setup(self, _, model, strategy):
         strategy_cls = strategies.get_strategy(strategy)
@@ -45,7 +43,7 @@ class Lowering:
     version = "lowering-1"
 
     def setup_cache(self):
-        return warm_export_cache(BENCH_MODELS)
+        return warm_caches(BENCH_MODELS)
 
     def setup(self, _, model):
         self.exported = pipeline(model).exported

@@ -1,9 +1,131 @@
-"""Where layoutbench keeps what it can recompute: exports, npm tarballs."""
+"""Where layoutbench keeps what it can recompute, and how an entry is written and read.
 
+``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind:
+``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
+``records`` (measurements by identity), and the tools' ``npm`` and ``vgf-host`` folders.
+
+A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
+reader never sees half an entry; a per-entry lock makes a second process that wants the
+same entry wait for the first instead of computing it again; every entry carries a
+SHA-256 of its content, so one that was truncated or damaged is detected, said in one
+line on stderr, and rebuilt, never read as a wrong value.
+"""
+
+import contextlib
+import fcntl
+import hashlib
 import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
+from typing import Callable
+
+MAGIC = b"layoutbench-cache-1\n"
+DIGEST_BYTES = 32
+KINDS = {
+    "exports": "torch.export programs of the models",
+    "prefixes": "ET-VK lowerings up to the layout pass, shared by every strategy",
+    "records": "measurements by identity, reused by any run, asv process or commit",
+    "npm": "the dashboard's scripts from the npm registry",
+    "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools",
+}
 
 
 def cache_root() -> Path:
     """``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``."""
     return Path(os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench")
+
+
+class CorruptEntry(Exception):
+    """An entry whose content does not match its checksum."""
+
+
+class DiskCache:
+    """Entries of one kind, by key (a file-name-safe digest)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    @property
+    def directory(self) -> Path:
+        return cache_root() / self.kind
+
+    def path(self, key: str) -> Path:
+        return self.directory / key
+
+    def read(self, key: str) -> bytes | None:
+        """The entry's content, or None when there is none or it is damaged (then removed)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        body = data[len(MAGIC) + DIGEST_BYTES:]
+        if not data.startswith(MAGIC) or hashlib.sha256(body).digest() != data[len(MAGIC):len(MAGIC) + DIGEST_BYTES]:
+            self.discard(key, "truncated or damaged")
+            return None
+        return body
+
+    def discard(self, key: str, why: str) -> None:
+        print(f"layoutbench: cache entry {self.path(key)} is {why}; rebuilding it", file=sys.stderr)
+        self.path(key).unlink(missing_ok=True)
+
+    def write(self, key: str, body: bytes) -> None:
+        """Write the entry atomically: a reader sees the old entry, none, or the whole new one."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(MAGIC + hashlib.sha256(body).digest() + body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, self.path(key))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    @contextlib.contextmanager
+    def lock(self, key: str):
+        """Held while one process fills ``key``; others wait, then find the entry."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / f".{key}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def get_or_create(self, key: str, compute: Callable[[], object], dump: Callable[[object], bytes],
+                      load: Callable[[bytes], object]) -> tuple[object, bool]:
+        """(the value stored under ``key``, True), or ``compute()`` stored there and read back
+        (so a value never depends on whether the cache was warm) and False; an entry that
+        fails to load is rebuilt."""
+        with self.lock(key):
+            body = self.read(key)
+            if body is not None:
+                try:
+                    return load(body), True
+                except Exception as error:  # an entry of an incompatible or broken writer
+                    self.discard(key, f"unreadable ({type(error).__name__}: {error})")
+            body = dump(compute())
+            self.write(key, body)
+            return load(body), False
+
+
+def usage() -> list[dict]:
+    """Each kind of cache: its folder, entries and bytes."""
+    rows = []
+    for kind, what in KINDS.items():
+        directory = cache_root() / kind
+        files = [p for p in directory.rglob("*") if p.is_file() and not p.name.startswith(".")] \
+            if directory.exists() else []
+        rows.append({"kind": kind, "entries": len(files), "bytes": sum(p.stat().st_size for p in files),
+                     "directory": str(directory), "holds": what})
+    return rows
+
+
+def clear(kinds: list[str]) -> None:
+    """Remove the named kinds of cache."""
+    for kind in kinds:
+        shutil.rmtree(cache_root() / kind, ignore_errors=True)

@@ -103,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("results", help="results directory written by run")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
 
+    cache = commands.add_parser("cache", help="where the caches are, their entries and size; --clear empties them")
+    cache.add_argument("--clear", nargs="*", metavar="KIND",
+                       help="empty these kinds of cache (all when none is named)")
+    cache.add_argument("--format", choices=("table", "json"), default="table")
+
     dashboard = commands.add_parser(
         "dashboard", help="make an asv publish output work offline (scripts fetched via npm, not CDNs)")
     dashboard.add_argument("html", nargs="?", default=".asv/html", help="asv's html_dir (default: %(default)s)")
@@ -185,6 +190,30 @@ def _dashboard(args) -> int:
 
     count = vendor(args.html)
     print(f"{PROGRAM}: {count} CDN references in {args.html} now point at local copies", file=sys.stderr)
+    return 0
+
+
+def _cache(args) -> int:
+    import pandas as pd
+
+    from harness.cache import KINDS, cache_root, clear, usage
+    from harness.errors import UsageError
+    from harness.results.table import format_value
+
+    if args.clear is not None:
+        unknown = sorted(set(args.clear) - set(KINDS))
+        if unknown:
+            raise UsageError(f"unknown cache kind {', '.join(unknown)}; known: {', '.join(KINDS)}")
+        clear(args.clear or list(KINDS))
+        print(f"{PROGRAM}: cleared {', '.join(args.clear or KINDS)} in {cache_root()}", file=sys.stderr)
+    rows = usage()
+    if args.format == "json":
+        print(json.dumps({"root": str(cache_root()), "kinds": rows}, indent=1))
+        return 0
+    table = pd.DataFrame(rows).set_index("kind")
+    table["bytes"] = table["bytes"].map(lambda size: format_value("pte_bytes", size))
+    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))})")
+    print(table[["entries", "bytes", "holds"]].to_string())
     return 0
 
 
@@ -284,9 +313,12 @@ def _run(args) -> int:
     store = RecordStore(args.out)
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
                              RunSettings(warmup=args.warmup, iterations=args.iterations))
+    measured = reused = 0
     with _RichProgress(len(plan)) as progress:
         for target in targets:
-            run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh, context=context)
+            sweep = run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh,
+                              context=context)
+            measured, reused = measured + len(sweep.measured), reused + len(sweep.reused)
 
     order = {entry: i for i, entry in enumerate(plan)}
     records = sorted((r for r in latest(store.read()) if key(r) in order), key=lambda r: order[key(r)])
@@ -300,7 +332,8 @@ def _run(args) -> int:
         print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
     for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
         print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
-    print(f"{PROGRAM}: {len(records)} records in {store.path}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(records)} records in {store.path}: {measured} measured, {reused} reused "
+          "(same identity: model, strategy and harness code, tool versions)", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -320,7 +353,7 @@ def _compare(args) -> int:
 
 
 COMMANDS = {"list": _list, "run": _run, "gate": _gate, "compare": _compare, "explain": _explain,
-            "report": _report, "dashboard": _dashboard}
+            "report": _report, "cache": _cache, "dashboard": _dashboard}
 
 
 def main(argv: list[str] | None = None) -> int:

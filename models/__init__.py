@@ -12,6 +12,7 @@ from models._registry import (
     register_family,
     register_model,
     resolve_models,
+    source_digest,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "register_family",
     "register_model",
     "resolve_models",
+    "source_digest",
 ]

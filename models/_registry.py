@@ -146,15 +146,12 @@ def _from_factory(name: str, factory) -> ModelSpec:
     """A user's factory called: it returns a ModelSpec or ``(module, example_inputs)``."""
     made = factory()
     if isinstance(made, ModelSpec):
-        spec = made
-    elif isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+        return made
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         inputs = made[1] if isinstance(made[1], tuple) else (made[1],)
-        spec = ModelSpec(name, made[0].eval(), inputs)
-    else:
-        raise InvalidModelError(f"model factory '{name}' returned {type(made).__name__}; "
-                                "return (module, example_inputs) or a models.ModelSpec")
-    spec.source_digest = spec.source_digest or _factory_digest(factory)
-    return spec
+        return ModelSpec(name, made[0].eval(), inputs)
+    raise InvalidModelError(f"model factory '{name}' returned {type(made).__name__}; "
+                            "return (module, example_inputs) or a models.ModelSpec")
 
 
 def _saved_program(name: str) -> ModelSpec:
@@ -165,30 +162,42 @@ def _saved_program(name: str) -> ModelSpec:
         raise InvalidModelError(f"{path} is not a program saved with torch.export.save: {error}") from error
     if not exported.example_inputs:
         raise InvalidModelError(f"{path} was saved without example inputs; export it with example inputs")
-    inputs = exported.example_inputs[0]
-    return ModelSpec(name, exported.module(), inputs, exported=exported, source_digest=_digest_files([path]))
+    return ModelSpec(name, exported.module(), exported.example_inputs[0], exported=exported)
 
 
-def _resolve(base: str) -> Callable[[], ModelSpec]:
-    """A function that builds the model ``base`` names (no ``.unfused`` suffix)."""
+@dataclass(frozen=True)
+class _Source:
+    """How to build a model, and the digest of what defines it (known without building)."""
+
+    build: Callable[[], ModelSpec]
+    digest: Callable[[], str]
+
+
+def _user_factory(base: str, load: Callable) -> _Source:
+    return _Source(lambda: _from_factory(base, load()), lambda: _factory_digest(load()))
+
+
+def _resolve(base: str) -> _Source:
+    """Where the model ``base`` (no ``.unfused`` suffix) comes from."""
     if base in _models:
-        return _models[base].factory
+        return _Source(_models[base].factory, _zoo_digest)
     if base.endswith(SAVED_PROGRAM_SUFFIX):
-        if not Path(base).expanduser().is_file():
+        path = Path(base).expanduser()
+        if not path.is_file():
             raise UsageError(f"no saved program at {base} (a .pt2 written by torch.export.save)")
-        return lambda: _saved_program(base)
+        return _Source(lambda: _saved_program(base), lambda: _digest_files([path]))
     prefix, separator, argument = base.partition(":")
     if separator and prefix in _families:
         _family_checks.get(prefix, lambda argument: None)(argument)
-        return lambda: _families[prefix](argument)
+        return _Source(lambda: _families[prefix](argument), _zoo_digest)
     found = entry_point_names(ENTRY_POINT_GROUP).get(base)
     if found is not None:
-        return lambda: _from_factory(base, found.load())
+        return _user_factory(base, found.load)
     if separator:
         factory = load_object(base, "model", list_models())
         if not callable(factory):
             raise UnknownNameError("model", base, list_models(), f" ({base} is not callable)")
-        return lambda: _from_factory(base, factory)
+        return _user_factory(base, lambda: factory)
     raise _unknown(base)
 
 
@@ -201,8 +210,9 @@ def _split_unfused(name: str) -> tuple[str, bool]:
 def create(name: str) -> ModelSpec:
     """Build the model registered (or resolvable) as ``name``."""
     base, unfused = _split_unfused(name)
-    spec = _resolve(base)()
-    spec.source_digest = spec.source_digest or _zoo_digest()
+    source = _resolve(base)
+    spec = source.build()
+    spec.source_digest = spec.source_digest or source.digest()
     if unfused:
         if spec.exported is not None:
             raise InvalidModelError(f"'{base}' is a saved program; its attention cannot be unfused")
@@ -210,6 +220,12 @@ def create(name: str) -> ModelSpec:
             raise InvalidModelError(f"'{base}' has no fused attention to unfuse")
     spec.name = name
     return spec
+
+
+def source_digest(name: str) -> str:
+    """The digest of what defines ``name`` (the zoo's files, a user factory's file, a saved
+    program's bytes), without building the model."""
+    return _resolve(_split_unfused(name)[0]).digest()
 
 
 def check_model_name(name: str) -> None:

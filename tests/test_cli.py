@@ -79,8 +79,10 @@ def test_interrupted_sweep_keeps_finished_records_and_resumes(tmp_path):
     run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", store)
     with store.path.open("a") as out:
         out.write('{"model": "synthetic_small", "strat')  # cut short by a kill
-    produced = run_sweep(["synthetic_small"], ["bfs-downstream", "all-width-packed"], "vulkan", store)
-    assert [r["strategy"] for r in produced] == ["all-width-packed"]
+    sweep = run_sweep(["synthetic_small"], ["bfs-downstream", "all-width-packed"], "vulkan", store)
+    assert [r["strategy"] for r in sweep.records] == ["bfs-downstream", "all-width-packed"]
+    assert sweep.reused[0]["strategy"] == "bfs-downstream"  # from the results directory
+    assert len(store.read()) == 2
     frame = load(tmp_path)
     assert sorted(frame["strategy"]) == ["all-width-packed", "bfs-downstream"]
     assert set(get_target("vulkan").metrics) <= set(frame.columns)

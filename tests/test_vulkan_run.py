@@ -7,7 +7,9 @@ executor_runner is used when ``LAYOUTBENCH_ET_RUNNER`` names one.
 
 import json
 import os
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -92,13 +94,20 @@ def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
     assert fields["max_abs_error"] > fields["error_tolerance"]
 
 
-def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path):
-    path, exported = xnnpack_program
-    wrapper = tmp_path / "executor_runner"
+@pytest.fixture
+def stand_in_runner(tmp_path) -> Path:
+    """An executable with executor_runner's flags (tests/fake_executor_runner.py)."""
+    wrapper = tmp_path / "bin" / "executor_runner"
+    wrapper.parent.mkdir()
     stand_in = os.path.join(os.path.dirname(__file__), "fake_executor_runner.py")
     wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {stand_in} \"$@\"\n")
     wrapper.chmod(0o755)
-    fields = runners.measure_run(runners.ExecutorRunner(str(wrapper)), path, exported.module(),
+    return wrapper
+
+
+def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand_in_runner):
+    path, exported = xnnpack_program
+    fields = runners.measure_run(runners.ExecutorRunner(str(stand_in_runner)), path, exported.module(),
                                  exported.example_inputs[0], SETTINGS, tmp_path / "work")
     assert fields["runtime"] == "executor_runner"
     assert fields["max_abs_error"] < 1e-4
@@ -106,11 +115,34 @@ def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path):
     assert fields["transition_time_share"] is None  # the stand-in writes no ETDump
 
 
+def test_relative_paths_reach_the_runner_absolute(xnnpack_program, tmp_path, monkeypatch, stand_in_runner):
+    """The runner starts in its work directory; a relative program path (a relative results
+    directory, the default) must still name the program."""
+    path, exported = xnnpack_program
+    (tmp_path / "results").mkdir()
+    shutil.copy(path, tmp_path / "results" / "program.pte")
+    monkeypatch.chdir(tmp_path)
+    fields = runners.measure_run(runners.ExecutorRunner(str(stand_in_runner)), Path("results/program.pte"),
+                                 exported.module(), exported.example_inputs[0], SETTINGS, Path("work"))
+    assert fields["max_abs_error"] < 1e-4
+
+
+def test_a_runner_on_path_or_in_the_cache_needs_no_flag(monkeypatch, tmp_path, stand_in_runner, no_runtime):
+    monkeypatch.setenv("PATH", f"{stand_in_runner.parent}:{os.environ['PATH']}")
+    assert runners.find_runtime(None).path == stand_in_runner
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    assert runners.find_runtime(None) is None
+    runners.cached_runner().parent.mkdir(parents=True)
+    shutil.copy(stand_in_runner, runners.cached_runner())
+    assert runners.find_runtime(None).path == runners.cached_runner()
+
+
 def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, monkeypatch):
     # The pybindings have no VulkanBackend, so loading the ET-VK program fails in the child.
     monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner: runners.Pybindings())
     records = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
-                        context=MeasureContext(tmp_path, run_settings=SETTINGS))
+                        context=MeasureContext(tmp_path, run_settings=SETTINGS)).records
     assert records[0]["status"] == "failed"
     assert records[0]["reason"].startswith("the pybindings runtime exited with")
     assert records[0]["transitions"] >= 0  # the layout metrics are kept beside the failure
@@ -120,7 +152,7 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
 @pytest.mark.skipif(not os.environ.get(runners.RUNNER_ENV), reason=f"{runners.RUNNER_ENV} is not set")
 def test_real_executor_runner_runs_every_strategy(tmp_path):
     records = run_sweep(["synthetic_small"], ["bfs-downstream", "bfs-refined"], "vulkan-run",
-                        RecordStore(tmp_path), context=MeasureContext(tmp_path, run_settings=SETTINGS))
+                        RecordStore(tmp_path), context=MeasureContext(tmp_path, run_settings=SETTINGS)).records
     for record in records:
         assert record["status"] == "ok", record["reason"]
         assert record["runtime"] == "executor_runner"

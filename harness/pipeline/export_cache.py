@@ -2,19 +2,17 @@
 the model's source (the zoo's files, a user factory's file, a saved program's bytes)."""
 
 import hashlib
+import io
 import json
-from pathlib import Path
 
 import torch
 
 import models
-from harness.cache import cache_root
+from harness.cache import DiskCache
 from harness.errors import ModelExportError
 from harness.results.provenance import provenance
 
-
-def cache_dir() -> Path:
-    return cache_root() / "exports"
+EXPORTS = DiskCache("exports")
 
 
 def cache_key(spec: models.ModelSpec) -> str:
@@ -31,28 +29,28 @@ def _describe_failure(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
+def _saved(exported: torch.export.ExportedProgram) -> bytes:
+    buffer = io.BytesIO()
+    torch.export.save(exported, buffer)
+    return buffer.getvalue()
+
+
 def export_model(spec: models.ModelSpec) -> torch.export.ExportedProgram:
     """The exported program for a model spec, from the cache when it is there; a saved
-    program as it was saved."""
+    program as it was saved. Always the program as loaded back: a fresh export and a
+    loaded one differ in details that move ET-VK's memory planning, and results must not
+    depend on whether the cache was warm."""
     if spec.exported is not None:
         return spec.exported
-    path = cache_dir() / f"{cache_key(spec)}.pt2"
-    if not path.exists():
-        _export_to(spec, path)
-    # Always the program as loaded back: a fresh export and a loaded one differ in
-    # details that move ET-VK's memory planning, and results must not depend on
-    # whether the cache was warm.
-    return torch.export.load(path)
+    exported, _ = EXPORTS.get_or_create(cache_key(spec), lambda: _export(spec), _saved,
+                                        lambda body: torch.export.load(io.BytesIO(body)))
+    return exported
 
 
-def _export_to(spec: models.ModelSpec, path: Path) -> None:
+def _export(spec: models.ModelSpec) -> torch.export.ExportedProgram:
     try:
-        exported = torch.export.export(spec.module, spec.example_inputs)
+        return torch.export.export(spec.module, spec.example_inputs)
     except Exception as error:  # torch.export raises many unrelated types
         raise ModelExportError(
             f"model '{spec.name}' failed to export: {_describe_failure(error)}"
         ) from error
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    torch.export.save(exported, partial)
-    partial.replace(path)

@@ -1,12 +1,15 @@
-"""Versions and machine facts stamped on every record."""
+"""Versions, machine facts and code digests: what a record's identity is made of."""
 
 import functools
+import hashlib
 import platform
 import subprocess
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from types import ModuleType
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _package_version(name: str) -> str | None:
@@ -44,3 +47,85 @@ def provenance() -> dict:
         "cpu": platform.processor() or platform.machine(),
         "python_version": platform.python_version(),
     }
+
+
+# Packages that are versioned on their own (their version is in the identity instead).
+_OURS = ("harness", "strategies", "models", "benchmarks", "tests")
+_INSTALLED = ("site-packages", "dist-packages")
+
+
+def _source(module: ModuleType) -> Path | None:
+    """A module's source file; None for built-in, frozen and namespace-like modules."""
+    path = getattr(module, "__file__", None)
+    return Path(path) if path and Path(path).is_absolute() and Path(path).is_file() else None
+
+
+def _is_ours(module: ModuleType) -> bool:
+    """Code whose content is the identity: our packages, and user code that is not an
+    installed distribution (a plug-in's module or file)."""
+    path, name = _source(module), module.__name__.partition(".")[0]
+    if path is None:
+        return False
+    if name in _OURS:
+        return True
+    return name not in sys.stdlib_module_names and not any(part in _INSTALLED for part in path.parts)
+
+
+def _referenced_modules(module: ModuleType):
+    """Modules whose objects ``module`` holds in its globals (imported names and modules);
+    a package's own submodules are not followed unless imported by name."""
+    package = getattr(module, "__path__", None) is not None
+    for value in vars(module).values():
+        if isinstance(value, ModuleType):
+            if not (package and value.__name__.startswith(module.__name__ + ".")):
+                yield value
+            continue
+        owner = getattr(value, "__module__", None)
+        if isinstance(owner, str) and owner in sys.modules:
+            yield sys.modules[owner]
+
+
+def code_files(*roots) -> dict[str, Path]:
+    """The source files of ``roots`` (classes, modules) and of every module of ours they
+    reach through their imports, by module name: a class's own module, its base classes'
+    modules (the installed ExecuTorch ones excepted: its version stands for them) and the
+    helpers those import. An entry-point plug-in's own module counts even where it is
+    installed."""
+    pending = []
+    for root in roots:
+        if isinstance(root, ModuleType):
+            pending.append(root)
+            continue
+        modules = [sys.modules[c.__module__] for c in root.__mro__ if c.__module__ in sys.modules]
+        pending += modules[:1] + [m for m in modules[1:] if _is_ours(m)]  # its own module always counts
+    seen: dict[str, Path] = {}
+    while pending:
+        module = pending.pop()
+        if module.__name__ in seen or _source(module) is None:
+            continue
+        seen[module.__name__] = _source(module)
+        pending += [m for m in _referenced_modules(module) if m.__name__ not in seen and _is_ours(m)]
+    return seen
+
+
+def code_digest(*roots) -> str:
+    """A digest of :func:`code_files` of ``roots``: changes when any of that code does."""
+    seen = code_files(*roots)
+    digest = hashlib.sha256()
+    for name in sorted(seen):
+        digest.update(name.encode() + b"\0" + seen[name].read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def tool_versions(distributions) -> dict:
+    """The installed version of each distribution (None where it is not installed)."""
+    return {name: _package_version(name) for name in distributions}
+
+
+def file_digest(path) -> str:
+    """A digest of a binary (a runtime), for identities."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as binary:
+        for block in iter(lambda: binary.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]

@@ -18,6 +18,7 @@ STATUSES = ("ok", "skipped", "failed")
 # Record fields that describe a record rather than measure it.
 CONTEXT_KEYS = (
     *IDENTITY_KEYS, "status", "reason", "log", "schema_version", "input_shapes", "runtime", "run_note",
+    "identity", "model_digest", "strategy_digest", "harness_digest", "environment",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",
 )
@@ -59,7 +60,8 @@ METRICS = {m.name: m for m in (
     _timing("finish_seconds", "Layout pass to serialized payload"),
     _timing("serialize_seconds", "Serialization to a .pte"),
     _timing("prefix_seconds", "Lowering before the layout pass"),
-    _timing("export_seconds", "Model build and export"),
+    _timing("export_seconds", "Model build and export (or its load from the cache)"),
+    _timing("prefix_load_seconds", "Loading the lowering prefix from the cache"),
     # strategies' own fields (ilp, ilp-bytes, bfs-refined)
     Metric("optimal", "bool", "Proven optimal (ILP)", better="higher", heading="optimal"),
     Metric("objective", "count", "ILP objective"),

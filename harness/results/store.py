@@ -1,8 +1,8 @@
 """Result records: one JSON object per (model, strategy, target), appended as produced.
 
 A sweep writes each record the moment it exists, so an interrupted sweep keeps what it
-finished, and a re-run into the same directory skips every (model, strategy, target)
-already recorded ``ok`` by the same harness commit and library versions. ``load`` gives
+finished, and a re-run into the same directory reuses every record ``ok`` with the same
+identity (``harness.pipeline.sweep`` says what that is). ``load`` gives
 a pandas DataFrame (records of earlier schema versions upgraded); ``to_long`` the tidy
 form (one row per metric). Targets without a pluggable layout pass (Arm) record the
 strategy as null; frames show it as :data:`NO_STRATEGY`.
@@ -16,7 +16,6 @@ import pandas as pd
 from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, metric_columns, upgrade
 
 RECORDS_FILE = "records.jsonl"
-VERSION_KEYS = ("layoutbench_commit", "torch_version", "executorch_version")
 NO_STRATEGY = "-"
 OPTIMUM_STRATEGY = "ilp"
 
@@ -33,11 +32,6 @@ def make_record(model: str, strategy: str | None, target: str, status: str, reas
 def key(record: dict) -> tuple:
     """(model, strategy, target) of a record."""
     return tuple(record.get(k) for k in IDENTITY_KEYS)
-
-
-def identity(record: dict) -> tuple:
-    """What makes two records measure the same thing: names, target and versions."""
-    return tuple(record.get(k) for k in (*IDENTITY_KEYS, *VERSION_KEYS))
 
 
 class RecordStore:
@@ -60,10 +54,6 @@ class RecordStore:
                     except json.JSONDecodeError:
                         continue  # a line cut short by an interruption
         return records
-
-    def completed(self) -> set[tuple]:
-        """Identities of the records already ``ok``."""
-        return {identity(r) for r in self.read() if r.get("status") == "ok"}
 
     def append(self, record: dict) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

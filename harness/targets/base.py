@@ -9,12 +9,14 @@ first asked it imports every module directly under ``harness/targets/`` and ever
 ``targets.py`` of its sub-packages, so a new target is one module and one decorator.
 """
 
+import dataclasses
 import fnmatch
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.results.provenance import provenance, tool_versions
 from strategies.errors import UnknownNameError
 
 _targets: dict[str, type] = {}
@@ -45,6 +47,19 @@ class Target:
     name: str = ""
     uses_strategies: bool = True
     metrics: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ("torch", "executorch", "timm")  # distributions its numbers depend on
+    runs_programs: bool = False  # its numbers also depend on the machine and the run settings
+
+    def environment(self, context: "MeasureContext") -> dict:
+        """What this target's numbers depend on besides the model's and the strategy's code
+        (part of every record's identity): tool versions and, where programs run, the machine
+        and how they are run. Called after :meth:`prepare`."""
+        environment = {"tools": tool_versions(self.tools)}
+        if self.runs_programs:
+            facts = provenance()
+            environment.update(machine=facts["machine"], cpu=facts["cpu"],
+                               run_settings=dataclasses.asdict(context.run_settings))
+        return environment
 
     def prepare(self, context: MeasureContext) -> None:
         """Check once per sweep that this host can measure; raise TargetUnavailableError

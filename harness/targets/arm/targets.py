@@ -5,6 +5,7 @@ with no strategy; the layout figure is the TRANSPOSEs that survive in the TOSA g
 """
 
 from harness.targets.arm.flows import measure_ethos_u, measure_tosa, measure_vgf
+from harness.targets.arm.vgf_host import icd
 from harness.targets.base import MeasureContext, Target, register_target
 
 TOSA_METRICS = ("partitions", "ops_outside_delegate", "tosa_ops", "transposes", "transpose_bytes", "lowering_seconds")
@@ -28,6 +29,8 @@ class Tosa(ArmTarget):
     """TOSA FP: operator and TRANSPOSE counts; a whole-model graph run by the TOSA reference model."""
 
     metrics = (*TOSA_METRICS, *RUN_METRICS)
+    tools = (*ArmTarget.tools, "tosa-tools")
+    runs_programs = True  # the TOSA reference model
 
     def flow(self, exported) -> dict:
         return measure_tosa(exported)
@@ -38,6 +41,7 @@ class EthosU(ArmTarget):
 
     metrics = (*TOSA_METRICS, "cycles", "inferences_per_second", "sram_bytes", "offchip_bytes",
                "transpose_cycle_share", "core_clock_hz")
+    tools = (*ArmTarget.tools, "tosa-tools", "ethos-u-vela")
 
     def flow(self, exported) -> dict:
         return measure_ethos_u(exported, self.name)
@@ -58,6 +62,13 @@ class Vgf(ArmTarget):
     """VGF through the Arm ML SDK: a whole-model program run on Vulkan by the scenario runner."""
 
     metrics = (*TOSA_METRICS, *RUN_METRICS, "setup_seconds")
+    tools = (*ArmTarget.tools, "tosa-tools", "ai-ml-sdk-model-converter", "ai-ml-sdk-scenario-runner",
+             "ai-ml-emulation-layer-for-vulkan", "ai-ml-sdk-vgf-library")
+    runs_programs = True
+
+    def environment(self, context: MeasureContext) -> dict:
+        """The Vulkan driver the scenario runner uses too."""
+        return {**super().environment(context), "vulkan_icd": str(icd())}
 
     def flow(self, exported) -> dict:
         return measure_vgf(exported)

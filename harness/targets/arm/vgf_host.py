@@ -150,7 +150,7 @@ def _write_wrapper(name: str, private: bool) -> Path:
     return wrapper
 
 
-def _icd() -> Path:
+def icd() -> Path:
     return Path(os.environ.get("LAYOUTBENCH_VULKAN_ICD") or LAVAPIPE_ICD)
 
 
@@ -159,8 +159,8 @@ def _environment() -> dict:
     return {
         "VK_INSTANCE_LAYERS": EMULATION_LAYERS,
         "VK_ADD_LAYER_PATH": str(layers),
-        "VK_DRIVER_FILES": str(_icd()),
-        "VK_ICD_FILENAMES": str(_icd()),
+        "VK_DRIVER_FILES": str(icd()),
+        "VK_ICD_FILENAMES": str(icd()),
     }
 
 
@@ -185,8 +185,8 @@ def prepare() -> VgfTools:
 def tools() -> VgfTools:
     """The tools of this Python environment, or a one-line reason they cannot run here.
     Fetches nothing: an older host needs ``prepare`` (make) once."""
-    if not _icd().exists():
-        raise VgfHostError(f"no Vulkan driver at {_icd()}: install Debian's mesa-vulkan-drivers (lavapipe)")
+    if not icd().exists():
+        raise VgfHostError(f"no Vulkan driver at {icd()}: install Debian's mesa-vulkan-drivers (lavapipe)")
     private = needs_private_runtime()
     if private and not _private_loader().exists():
         raise VgfHostError(

@@ -24,15 +24,17 @@ from pathlib import Path
 
 import torch
 
+from harness.cache import cache_root
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
 from strategies.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
+RUNNER_NAME = "executor_runner"
 NO_RUNTIME_REASON = (
     "no ExecuTorch runtime with the Vulkan backend: pass --et-runner PATH (or set "
-    f"{RUNNER_ENV}) to an executor_runner built with -DEXECUTORCH_BUILD_VULKAN=ON, or install "
-    "ExecuTorch pybindings built with Vulkan"
+    f"{RUNNER_ENV}, or put it on PATH or at $LAYOUTBENCH_CACHE_DIR/runtime/{RUNNER_NAME}) to an "
+    f"{RUNNER_NAME} built with -DEXECUTORCH_BUILD_VULKAN=ON, or install ExecuTorch pybindings built with Vulkan"
 )
 
 
@@ -99,6 +101,8 @@ class ExecutorRunner:
         ], workdir, f"executor_runner {self.path}")
 
     def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
+        # The runner starts in workdir: a relative path would be read from there, not from here.
+        pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         input_files = self.write_inputs(inputs, workdir)
         etdump = workdir / "model.etdump"
 
@@ -130,6 +134,7 @@ class Pybindings:
     name = "pybindings"
 
     def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
+        pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         torch.save(inputs, workdir / "inputs.pt")
         _, peak = _run_child([
             sys.executable, "-m", "harness.targets.vulkan.pybindings_worker", str(pte), str(workdir),
@@ -147,11 +152,22 @@ def pybindings_backends() -> list[str]:
     return list(Runtime.get().backend_registry.registered_backend_names)
 
 
+def cached_runner() -> Path:
+    """Where a machine's own runner may be put so that no flag is needed:
+    ``CACHE/runtime/executor_runner`` (``layoutbench cache`` shows CACHE)."""
+    return cache_root() / "runtime" / RUNNER_NAME
+
+
 def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
-    """The runtime to use, or None (the caller marks its records skipped)."""
+    """The runtime to use, or None (the caller marks its records skipped): ``--et-runner``,
+    ``$LAYOUTBENCH_ET_RUNNER``, an ``executor_runner`` on ``PATH``, one in the cache, then
+    ExecuTorch pybindings that have the backend."""
     path = et_runner or os.environ.get(RUNNER_ENV)
     if path:
         return ExecutorRunner(shutil.which(path) or path)
+    found = shutil.which(RUNNER_NAME) or (str(cached_runner()) if os.access(cached_runner(), os.X_OK) else None)
+    if found:
+        return ExecutorRunner(found)
     if backend in pybindings_backends():
         return Pybindings()
     return None

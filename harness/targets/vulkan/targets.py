@@ -7,6 +7,7 @@ from pathlib import Path
 
 import strategies
 from harness.errors import TargetUnavailableError
+from harness.results.provenance import file_digest
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.lowering import VulkanLowering
@@ -53,6 +54,8 @@ def program_path(results_dir: Path, model: str, strategy: str) -> Path:
 class Vulkan(Target):
     """The ET-VK lowering with the strategy as its layout pass."""
 
+    tools = ("torch", "executorch", "timm", "highspy")
+
     metrics = ("transitions", "transition_bytes", "delegate_memory_bytes", "transition_memory_bytes", "partitions",
                "delegate_ops", "ops_outside_delegate", "own_clones", "pte_bytes", "pass_seconds", "finish_seconds",
                "serialize_seconds", "prefix_seconds", "optimal")
@@ -67,11 +70,18 @@ class VulkanRun(Vulkan):
 
     metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations",
                "peak_rss_bytes", "max_abs_error", "error_tolerance", "transition_time_share")
+    runs_programs = True
 
     def prepare(self, context: MeasureContext) -> None:
         self.runtime = find_runtime(context.et_runner)
         if self.runtime is None:
             raise TargetUnavailableError(NO_RUNTIME_REASON)
+
+    def environment(self, context: MeasureContext) -> dict:
+        """The runtime too: an executor_runner by the digest of its binary."""
+        path = getattr(self.runtime, "path", None)
+        runtime = f"{self.runtime.name}:{file_digest(path)}" if path else self.runtime.name
+        return {**super().environment(context), "runtime": runtime}
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
         pte = measure_vulkan(model.vulkan_lowering, strategy, fields)

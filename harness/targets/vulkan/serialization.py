@@ -1,0 +1,177 @@
+"""A :class:`~harness.targets.vulkan.lowering.VulkanLowering` to bytes and back, whole.
+
+ExecuTorch's own serializer of edge programs (``exir.serde``, the one ETRecord uses) keeps
+the graph and its tensor values but not the node metadata that the layout pass, memory
+planning and ``VkGraphBuilder`` read (``spec``, ``etvk_tensorref`` ...), so a program at the
+layout pass's door would not come back as it was. Plain pickle keeps metadata but fails on
+operator objects, fake tensors and FX graphs (which pickle as code, dropping metadata).
+This pickler stores each of those by what identifies it:
+
+- ATen, custom (``et_vk``) and higher-order operators, and their edge-dialect wrappers, by
+  qualified name, looked up again on load (``EDGE_DO_NOT_DECOMP`` ones, which ExecuTorch
+  defines during lowering, defined again the way it does);
+- fake tensors (``meta["val"]``) by shape, stride, dtype and storage offset, recreated in
+  one fake mode;
+- FX graphs as their node table (name, op, target, arguments, metadata, type), and graph
+  modules as that graph plus the attributes its nodes read;
+- ExecuTorch's edge-dialect verifier class (a local class) by the configuration it closes over.
+
+Everything else is pickled as it is. Tests check that the .pte of every strategy from a
+loaded lowering is byte-identical to one from a cold lowering.
+"""
+
+import io
+import pickle
+
+import torch
+from executorch.exir.dialects._ops import ops as exir_ops
+from executorch.exir.dialects.edge._ops import EdgeOpOverload
+from executorch.exir.program._program import _register_no_decomp_op, edge_no_decomp_namespace
+from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx.node import map_arg
+
+_EDGE_VERIFIER = "EXIREdgeDialectVerifier.<locals>._EXIREdgeDialectVerifier"
+
+
+class _NodeName:
+    """A reference to a node of the graph being rebuilt."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _split(qualified: str) -> tuple[str, str, str]:
+    namespace, rest = qualified.split("::")
+    name, _, overload = rest.partition(".")
+    return namespace, name, overload or "default"
+
+
+def _operator(qualified: str):
+    namespace, name, overload = _split(qualified)
+    if namespace == edge_no_decomp_namespace:
+        # Defined on the fly by to_edge_transform_and_lower for the ATen op of the same
+        # name (ops a partitioner keeps whole): define it again the same way.
+        _register_no_decomp_op(getattr(getattr(torch.ops.aten, name), overload))
+    return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+
+
+def _edge_operator(qualified: str):
+    namespace, name, overload = _split(qualified)
+    return getattr(getattr(getattr(exir_ops.edge, namespace), name), overload)
+
+
+def _higher_order_operator(name: str):
+    import executorch.exir.delegate  # noqa: F401  (registers executorch_call_delegate)
+
+    return getattr(torch.ops.higher_order, name)
+
+
+def _edge_verifier(config, exceptions: list, preserved: list):
+    return EXIREdgeDialectVerifier(config, class_only=True, core_aten_ops_exception_list=list(exceptions),
+                                   preserve_ops=list(preserved))
+
+
+class _Loading:
+    """The fake mode of one load: every fake tensor of a lowering lives in one mode."""
+
+    mode: FakeTensorMode | None = None
+
+
+def _fake_tensor(shape, stride, dtype, offset):
+    if _Loading.mode is None:
+        _Loading.mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with _Loading.mode:
+        if not offset:
+            return torch.empty_strided(shape, stride, dtype=dtype)
+        extent = offset + sum((size - 1) * step for size, step in zip(shape, stride)) + 1
+        return torch.empty(extent, dtype=dtype).as_strided(shape, stride, offset)
+
+
+def _rebuild(value, nodes: dict):
+    """Arguments with node references resolved against the nodes rebuilt so far."""
+    if isinstance(value, _NodeName):
+        return nodes[value.name]
+    if isinstance(value, (list, tuple)):
+        items = [_rebuild(v, nodes) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return {k: _rebuild(v, nodes) for k, v in value.items()}
+    if isinstance(value, slice):
+        return slice(_rebuild(value.start, nodes), _rebuild(value.stop, nodes), _rebuild(value.step, nodes))
+    return value
+
+
+def _graph(table: list, codegen) -> torch.fx.Graph:
+    graph = torch.fx.Graph()
+    graph._codegen = codegen
+    nodes: dict = {}
+    for name, op, target, args, kwargs, meta, type_expr in table:
+        node = graph.create_node(op, target, _rebuild(args, nodes), _rebuild(kwargs, nodes), name=name,
+                                 type_expr=type_expr)
+        if node.name != name:
+            raise pickle.UnpicklingError(f"node {name} came back as {node.name}")
+        node.meta = meta
+        nodes[name] = node
+    return graph
+
+
+def _graph_module(attributes: dict, graph: torch.fx.Graph, class_name: str, meta: dict) -> torch.fx.GraphModule:
+    module = torch.fx.GraphModule(attributes, graph, class_name)
+    module.meta = meta
+    return module
+
+
+def _node_table(graph: torch.fx.Graph) -> list:
+    def named(arguments):
+        return map_arg(arguments, lambda node: _NodeName(node.name))
+
+    return [(n.name, n.op, n.target, named(n.args), named(n.kwargs), n.meta, n.type) for n in graph.nodes]
+
+
+def _attributes(module: torch.fx.GraphModule) -> dict:
+    """The attributes the graph's get_attr and call_module nodes read, by qualified name."""
+    attributes = {}
+    for node in module.graph.nodes:
+        if node.op in ("get_attr", "call_module"):
+            value = module
+            for part in node.target.split("."):
+                value = getattr(value, part)
+            attributes[node.target] = value
+    return attributes
+
+
+class _ProgramPickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        if isinstance(obj, type) and obj.__qualname__ == _EDGE_VERIFIER:
+            closure = obj.__init__.__closure__
+            cells = dict(zip(obj.__init__.__code__.co_freevars, (cell.cell_contents for cell in closure)))
+            return _edge_verifier, (cells["edge_compile_config"], cells["_core_aten_ops_exception_list"],
+                                    cells["_preserve_ops"])
+        if isinstance(obj, EdgeOpOverload):
+            return _edge_operator, (obj._op.name(),)
+        if isinstance(obj, torch._ops.HigherOrderOperator):
+            return _higher_order_operator, (obj.name(),)
+        if isinstance(obj, torch._ops.OpOverload):
+            return _operator, (obj.name(),)
+        if isinstance(obj, FakeTensor):
+            return _fake_tensor, (tuple(obj.shape), tuple(obj.stride()), obj.dtype, obj.storage_offset())
+        if isinstance(obj, torch.fx.Graph):
+            return _graph, (_node_table(obj), obj._codegen)
+        if isinstance(obj, torch.fx.GraphModule):
+            return _graph_module, (_attributes(obj), obj.graph, type(obj).__name__, obj.meta)
+        return NotImplemented
+
+
+def dumps(value) -> bytes:
+    buffer = io.BytesIO()
+    _ProgramPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue()
+
+
+def loads(data: bytes):
+    _Loading.mode = None
+    try:
+        return pickle.loads(data)
+    finally:
+        _Loading.mode = None

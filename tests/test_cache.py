@@ -1,0 +1,119 @@
+"""The disk cache: atomic, safe under concurrent writers, damaged entries rebuilt with one
+line; ``layoutbench cache``; and lowering prefixes that come back byte for byte."""
+
+import json
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import strategies
+from harness.cache import DiskCache
+from harness.pipeline.model import PREFIXES, pipeline, prefix_key
+from harness.targets.vulkan.lowering import VulkanLowering
+
+from . import cache_worker
+from .conftest import QUICK_ZOO
+
+LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_two_processes_filling_one_entry_compute_it_once(cache_dir, tmp_path):
+    log = tmp_path / "computed.log"
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, context.Pool(2) as pool:
+        barrier = manager.Barrier(2)
+        values = pool.starmap(cache_worker.fill,
+                              [(str(cache_dir), "entry", marker, str(log), barrier) for marker in ("a", "b")])
+    assert values[0] == values[1] and len(values[0]) == 1_000_000
+    assert len(log.read_text().split()) == 1, "the second process waits for the first and reads its entry"
+    assert DiskCache("test").read("entry") == values[0]
+    assert [p.name for p in (cache_dir / "test").iterdir() if p.suffix == ".tmp"] == []
+
+
+def test_a_truncated_entry_is_rebuilt_with_one_line(cache_dir, capsys):
+    cache = DiskCache("test")
+    cache.write("entry", b"x" * 1000)
+    path = cache.path("entry")
+    path.write_bytes(path.read_bytes()[:500])  # a writer killed mid-file (not ours: ours rename)
+    value, cached = cache.get_or_create("entry", lambda: b"rebuilt", lambda v: v, lambda b: b)
+    assert (value, cached) == (b"rebuilt", False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"layoutbench: cache entry {path} is truncated or damaged; rebuilding it"]
+    assert cache.read("entry") == b"rebuilt"
+
+
+def test_an_entry_that_does_not_load_is_rebuilt(cache_dir, capsys):
+    cache = DiskCache("test")
+    cache.write("entry", b"not a pickle")
+
+    def load(body):
+        if body != b"good":
+            raise ValueError("bad format")
+        return body
+
+    assert cache.get_or_create("entry", lambda: b"good", lambda v: v, load) == (b"good", False)
+    assert "is unreadable (ValueError: bad format); rebuilding it" in capsys.readouterr().err
+
+
+def test_a_damaged_prefix_entry_is_rebuilt_and_measures_the_same(cache_dir, tmp_path):
+    def run(out):
+        result = subprocess.run([str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies",
+                                 "bfs-downstream", "--out", str(out), "--format", "json", "--fresh"],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)[0], result.stderr
+
+    first, _ = run(tmp_path / "a")
+    [entry] = [p for p in (cache_dir / "prefixes").iterdir() if not p.name.startswith(".")]
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    second, err = run(tmp_path / "b")
+    assert f"cache entry {entry} is truncated or damaged; rebuilding it" in err
+    for metric in ("transitions", "transition_bytes", "delegate_memory_bytes", "pte_bytes"):
+        assert second[metric] == first[metric]
+
+
+def test_cache_command_shows_and_clears(cache_dir):
+    DiskCache("records").write("r1", b"{}")
+    shown = subprocess.run([str(LAYOUTBENCH), "cache", "--format", "json"], capture_output=True, text=True)
+    listing = json.loads(shown.stdout)
+    assert listing["root"] == str(cache_dir)
+    records = next(k for k in listing["kinds"] if k["kind"] == "records")
+    assert records["entries"] == 1 and records["bytes"] > 0
+    cleared = subprocess.run([str(LAYOUTBENCH), "cache", "--clear", "records"], capture_output=True, text=True)
+    assert cleared.returncode == 0 and "cleared records" in cleared.stderr
+    assert not (cache_dir / "records").exists()
+    bad = subprocess.run([str(LAYOUTBENCH), "cache", "--clear", "everything"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown cache kind everything; known: exports" in bad.stderr
+
+
+@pytest.mark.parametrize("model", QUICK_ZOO)
+def test_programs_from_a_cached_prefix_are_byte_identical_to_a_cold_lowering(model):
+    cached = pipeline(model).vulkan_lowering  # always the prefix as read back from the cache
+    assert PREFIXES.read(prefix_key(model)) is not None
+    cold = VulkanLowering.from_exported(pipeline(model).exported)
+    for name in strategies.list_strategies():
+        cls = strategies.get_strategy(name)
+        assert cached.lower(cls).to_pte() == cold.lower(cls).to_pte(), name
+
+
+def test_cached_prefixes_load_in_a_new_process():
+    """What a prefix refers to must exist in a process that never lowered anything (ExecuTorch
+    defines some operators, EDGE_DO_NOT_DECOMP ones, only while lowering)."""
+    for model in QUICK_ZOO:
+        pipeline(model).vulkan_lowering  # the entry exists
+    script = ("import sys, models; from harness.pipeline.model import PREFIXES, prefix_key; "
+              "from harness.targets.vulkan import serialization; "
+              "[serialization.loads(PREFIXES.read(prefix_key(name))) for name in models.list_models(zoo='quick')]; "
+              "print('loaded')")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "loaded"

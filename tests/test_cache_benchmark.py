@@ -1,0 +1,57 @@
+"""Benchmark (not a timed test): the quick zoo x every strategy with ``--fresh``, once with
+a cold lowering-prefix cache and once warm, both halves in one run.
+
+    make bench-cache    # = pytest tests/test_cache_benchmark.py --benchmark-enable -s
+
+Both halves start from the same warm export cache (copied from the user's), so the
+difference is the lowering prefix. From the records' own timing fields it reports how much
+of each run's wall time is the strategies' own work (their layout pass and the rest of
+preprocess, ``finish_seconds``, and serialization, ``serialize_seconds``) and how much is
+outside it; a run skipped without ``--benchmark-enable``, as every benchmark here.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cache import cache_root
+
+LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
+
+
+def _sweep(out: Path, cache: Path) -> dict:
+    start = time.perf_counter()
+    result = subprocess.run(
+        [str(LAYOUTBENCH), "run", "--zoo", "quick", "--strategies", "all", "--fresh", "--out", str(out),
+         "--format", "json"], env={**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)},
+        capture_output=True, text=True, timeout=3600,
+    )
+    wall = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    records = json.loads(result.stdout)
+    own = sum(r["finish_seconds"] + r["serialize_seconds"] for r in records)
+    return {"wall_seconds": wall, "own_seconds": own, "outside_share": 1 - own / wall, "records": records}
+
+
+def test_quick_zoo_with_a_cold_and_a_warm_prefix_cache(benchmark, tmp_path):
+    if benchmark.disabled:
+        pytest.skip("a benchmark: run it with --benchmark-enable (make bench-cache)")
+    cache = tmp_path / "cache"
+    if (cache_root() / "exports").exists():
+        shutil.copytree(cache_root() / "exports", cache / "exports")
+    cold = _sweep(tmp_path / "cold", cache)
+    warm = benchmark.pedantic(_sweep, (tmp_path / "warm", cache), rounds=1, iterations=1)
+    summary = {half: {k: round(v, 3) for k, v in run.items() if k != "records"}
+               for half, run in (("cold", cold), ("warm", warm))}
+    summary["speedup"] = round(cold["wall_seconds"] / warm["wall_seconds"], 2)
+    benchmark.extra_info.update(summary)
+    print(json.dumps(summary, indent=1))
+    same = ("transitions", "transition_bytes", "delegate_memory_bytes", "pte_bytes")
+    assert [[r[m] for m in same] for r in cold["records"]] == [[r[m] for m in same] for r in warm["records"]]
+    assert warm["outside_share"] < 0.15, summary
