@@ -40,6 +40,7 @@ class ModelPipeline:
         self.name = name
         self._stages: dict = {}
         self.timings: dict = {}
+        self.input_shapes: list | None = None  # known once the model is built or its prefix loaded
 
     def _stage(self, stage: str, compute):
         if stage not in self._stages:
@@ -54,7 +55,12 @@ class ModelPipeline:
 
     @property
     def spec(self) -> models.ModelSpec:
-        return self._stage("spec", lambda: models.create(self.name))
+        def build():
+            spec = models.create(self.name)
+            self.input_shapes = spec.input_shapes
+            return spec
+
+        return self._stage("spec", build)
 
     @property
     def exported(self):
@@ -75,7 +81,7 @@ class ModelPipeline:
                 lambda: (VulkanLowering.from_exported(self.exported), self.spec.input_shapes),
                 serialization.dumps, serialization.loads,
             )
-            self._stages.setdefault("input_shapes", (input_shapes, None))
+            self.input_shapes = input_shapes
             if cached:
                 self.timings["prefix_load_seconds"] = time.perf_counter() - start
             return lowering
@@ -84,12 +90,8 @@ class ModelPipeline:
 
     def record_fields(self) -> dict:
         """What a record says about the model itself, as far as it got built."""
-        fields = dict(self.timings)
-        if self._stages.get("spec", (None, True))[1] is None:
-            fields["input_shapes"] = self.spec.input_shapes
-        elif self._stages.get("input_shapes", (None, True))[1] is None:
-            fields["input_shapes"] = self._stages["input_shapes"][0]
-        return fields
+        shapes = {"input_shapes": self.input_shapes} if self.input_shapes is not None else {}
+        return {**self.timings, **shapes}
 
 
 @functools.cache

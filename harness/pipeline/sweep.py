@@ -70,11 +70,13 @@ def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | No
 
 
 def root_cause(error: BaseException) -> BaseException:
-    """The error at the bottom of a chain: ExecuTorch's pass manager re-raises a pass's
-    error as a generic ``Exception`` whose cause is the real one."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return error
+    """The error that says what went wrong: the first of ours in the chain of causes (it
+    phrases the failure for the user), else the one at the bottom (ExecuTorch's pass
+    manager re-raises a pass's error as a generic ``Exception`` caused by the real one)."""
+    chain = [error]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    return next((e for e in chain if isinstance(e, LayoutbenchError)), chain[-1])
 
 
 def _describe(error: BaseException) -> str:

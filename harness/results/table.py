@@ -7,7 +7,7 @@ column on request (``columns="all"`` or a list). JSON and CSV output always carr
 import pandas as pd
 
 from harness.results.schema import METRICS
-from harness.results.store import with_excess
+from harness.results.store import frame, with_excess
 
 _UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
@@ -67,8 +67,7 @@ def headline_columns(records: pd.DataFrame) -> list[str]:
 
 def render_table(records: list[dict], columns: str | list[str] | None = None) -> str:
     """One table per target: model and strategy down, metrics across."""
-    table = with_excess(pd.DataFrame(records).assign(
-        strategy=lambda t: t["strategy"].fillna("-") if "strategy" in t else "-"))
+    table = with_excess(frame(records))
     blocks = []
     for target, group in table.groupby("target", sort=False):
         if columns == "all":
