@@ -76,11 +76,12 @@ def test_today_s_records_gate_against_results_of_the_earlier_schema(tmp_path, ca
 
 def test_stdout_is_only_json_on_every_target(tmp_path):
     """Libraries print (tosa_serializer warns about spec versions on stdout, from Python and
-    native code alike); none of it may reach stdout."""
+    native code alike); none of it may reach stdout. ``--fresh``: measured, not reused, so
+    the libraries do run."""
     targets = list_targets()
     result = subprocess.run(
         [str(BIN / "layoutbench"), "run", "--models", "synthetic_small", "--strategies", "bfs-downstream",
-         "--target", ",".join(targets), "--out", str(tmp_path), "--format", "json"],
+         "--target", ",".join(targets), "--out", str(tmp_path), "--format", "json", "--fresh"],
         capture_output=True, text=True, timeout=1200,
     )
     records = json.loads(result.stdout)
