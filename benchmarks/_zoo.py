@@ -48,11 +48,13 @@ class RecordedSuite:
     """Base of suites whose ``track_`` benchmarks read the record ``setup_cache`` made for
     their parameters; a record that is not ok skips them with its reason.
 
-    ``setup_cache`` sweeps the suite's own ``params`` once: its models (the first
-    parameter) x its ``strategy`` parameter (if any) on its ``target`` parameter, else on
-    the class attribute ``target``; records are keyed by the parameter values. Records
-    whose identity the record cache holds (an earlier commit with the same code) are
-    reused, so a commit pays only for what it changed."""
+    Each suite's ``setup_cache`` returns :meth:`sweep` (asv keys a setup cache by the file
+    and line that define it, so an inherited one would be shared between suites), which
+    sweeps the suite's own ``params`` once: its models (the first parameter) x its
+    ``strategy`` parameter (if any) on its ``target`` parameter, else on the class
+    attribute ``target``; records are keyed by the parameter values. Records whose identity
+    the record cache holds (an earlier commit with the same code) are reused, so a commit
+    pays only for what it changed."""
 
     timeout = 3600
     target = "vulkan"
@@ -60,7 +62,7 @@ class RecordedSuite:
     def _param(self, name: str, default: list) -> list:
         return list(self.params[self.param_names.index(name)]) if name in self.param_names else default
 
-    def setup_cache(self):
+    def sweep(self) -> dict:
         model_names = list(self.params[0])
         strategy_names = self._param("strategy", [])
         with tempfile.TemporaryDirectory() as results:

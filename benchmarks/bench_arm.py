@@ -22,6 +22,9 @@ class ArmTargets(RecordedSuite):
     param_names = ("model", "target")
     version = "arm-targets-1"
 
+    def setup_cache(self):
+        return self.sweep()
+
     track_transposes = track("transposes")
     track_transpose_bytes = track("transpose_bytes")
     track_vela_cycles = skip_for_params(NO_VELA)(track("cycles"))

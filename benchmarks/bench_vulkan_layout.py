@@ -16,6 +16,9 @@ class VulkanLayout(RecordedSuite):
     target = "vulkan"
     version = "vulkan-layout-1"
 
+    def setup_cache(self):
+        return self.sweep()
+
     track_transitions = track("transitions")
     track_transition_bytes = track("transition_bytes")
     track_delegate_memory_bytes = track("delegate_memory_bytes")

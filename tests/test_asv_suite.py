@@ -5,6 +5,23 @@ import pytest
 from benchmarks import bench_vulkan_layout as suite
 
 
+def test_every_suite_has_a_setup_cache_of_its_own():
+    """asv keys a setup cache by the file and line defining it: suites sharing one (an
+    inherited method) would get each other's records."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import benchmarks
+    from asv_runner.benchmarks._base import get_setup_cache_key
+
+    suites = [cls for info in pkgutil.iter_modules(benchmarks.__path__) if info.name.startswith("bench_")
+              for _, cls in inspect.getmembers(importlib.import_module(f"benchmarks.{info.name}"), inspect.isclass)
+              if cls.__module__ == f"benchmarks.{info.name}" and hasattr(cls, "setup_cache")]
+    keys = [get_setup_cache_key(cls.setup_cache) for cls in suites]
+    assert len(suites) >= 5 and len(set(keys)) == len(keys), dict(zip([s.__name__ for s in suites], keys))
+
+
 def test_suite_tracks_recorded_metrics(monkeypatch):
     monkeypatch.setattr(suite.VulkanLayout, "params",
                         (["synthetic_small"], ["bfs-downstream", "tests.user_strategies:IgnoresOperatorRules"]))
