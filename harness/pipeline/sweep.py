@@ -95,11 +95,12 @@ def _write_log(store: RecordStore, model: str, strategy: str | None, target: str
     return str(path.resolve())
 
 
-def _identity(model: str, strategy: str | None, target: str, environment: dict, harness_digest: str) -> dict:
+def _identity(model: str, model_digest: str, strategy: str | None, strategy_digest: str | None, target: str,
+              environment: dict, harness_digest: str) -> dict:
     """Everything a record's numbers depend on, and its digest (the record's ``identity``)."""
     fields = {
-        "model_digest": models.source_digest(model),
-        "strategy_digest": code_digest(strategies.get_strategy(strategy)) if strategy else None,
+        "model_digest": model_digest,
+        "strategy_digest": strategy_digest,
         "harness_digest": harness_digest,
         "environment": environment,
     }
@@ -157,6 +158,7 @@ def run_sweep(
     except TargetUnavailableError as error:
         unavailable, environment = str(error), {}
     harness_digest = code_digest(sys.modules[type(target).__module__], sys.modules[__name__])
+    strategy_digests = {s: code_digest(strategies.get_strategy(s)) if s else None for s in chosen}
     known = {} if fresh else _reusable(store)
 
     def emit(model, strategy, status, reason=None, **fields):
@@ -171,11 +173,13 @@ def run_sweep(
 
     for model_name in model_names:
         model = ModelPipeline(model_name)
+        model_digest = None if unavailable else models.source_digest(model_name)
         for strategy in chosen:
             if unavailable:
                 emit(model_name, strategy, "skipped", unavailable)
                 continue
-            identity = _identity(model_name, strategy, target_name, environment, harness_digest)
+            identity = _identity(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
+                                 environment, harness_digest)
             reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
             if reused is not None:
                 if reused["identity"] not in known:
