@@ -8,30 +8,35 @@ the gate found a regression, 2 the command was wrong (one line says what to chan
 
 import argparse
 import json
-import logging
-import os
+import signal
 import sys
-import warnings
 
+from harness import quiet
 from harness.results.gate import DEFAULT_THRESHOLDS
 
 PROGRAM = "layoutbench"
-
-
-def _quiet_libraries(verbose: bool) -> None:
-    """Silence library chatter before those libraries are imported."""
-    if verbose:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-        return
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
     return int(text)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
+    return int(text)
+
+
+def _gibibytes(text: str) -> int:
+    try:
+        size = float(text)
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size in GiB > 0, not {text!r}")
+    return int(size * (1 << 30))
 
 
 def _add_sweep_arguments(command, required: bool) -> None:
@@ -48,6 +53,17 @@ def _add_sweep_arguments(command, required: bool) -> None:
     command.add_argument("--columns", help="table columns: all, or a comma list of record fields "
                          "(default: the headline metrics of each target; json and csv carry every field)")
     command.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
+    workers = command.add_argument_group("workers", "each model is measured in a worker process; a crash or a "
+                                          "limit there is a failed record, and the sweep goes on")
+    workers.add_argument("--workers", type=_count, default=None,
+                         help="models measured at once on this machine (default: its cores; 0: in this process)")
+    workers.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                         help="run on a Ray cluster: its address (ray://host:10001, or auto), or none for Ray's "
+                         "default ($RAY_ADDRESS, else a new cluster on this machine)")
+    workers.add_argument("--time-limit", type=_positive, metavar="SECONDS", help="per model and worker")
+    workers.add_argument("--memory-limit", type=_gibibytes, metavar="GIB",
+                         help="resident memory per worker (its children included); on Ray, also what a task "
+                         "reserves (default 4)")
     running = command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)")
     running.add_argument("--et-runner", help="executor_runner built with Vulkan (default: $LAYOUTBENCH_ET_RUNNER, "
                          "else ExecuTorch pybindings if they have VulkanBackend)")
@@ -119,7 +135,7 @@ def _explain(args) -> int:
     import strategies
     from harness.inspection.explain import compare_strategies, transitions_table
     from harness.pipeline.model import ModelPipeline
-    from harness.pipeline.sweep import output_to_stderr
+    from harness.pipeline.measure import output_to_stderr
     from harness.targets.vulkan import validator
 
     models.resolve_models(args.model)
@@ -236,15 +252,18 @@ def _list(args) -> int:
 
 
 class _RichProgress:
-    """Sweep progress on stderr: a bar over model x strategy with the current stage."""
+    """Sweep progress on stderr: a bar over model x strategy with the current stage; where
+    stderr is not a terminal (a log file, CI), a line per finished record instead."""
 
     def __init__(self, total: int):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        console = Console(stderr=True)
+        self._lines = not console.is_terminal
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=False,
+            console=console, transient=False, disable=self._lines,
         )
         self._task = self._progress.add_task("starting", total=total)
 
@@ -258,8 +277,13 @@ class _RichProgress:
     def stage(self, text: str) -> None:
         self._progress.update(self._task, description=text)
 
-    def advance(self, steps: int = 1) -> None:
-        self._progress.advance(self._task, steps)
+    def advance(self, record: dict | None = None) -> None:
+        self._progress.advance(self._task)
+        if self._lines and record is not None:
+            task = self._progress.tasks[0]
+            what = f"{record['model']} / {record['strategy'] or record['target']}"
+            print(f"{PROGRAM}: [{task.completed:.0f}/{task.total:.0f} {task.elapsed:.0f} s] {what}: {record['status']}",
+                  file=sys.stderr, flush=True)
 
 
 def _render(records: list[dict], output_format: str, columns: str | None) -> str:
@@ -303,6 +327,7 @@ def _run(args) -> int:
     import models
     import strategies
     from harness.pipeline.sweep import run_sweep, strategies_for
+    from harness.pipeline.workers import Execution
     from harness.results.store import RecordStore, key, latest
     from harness.targets import MeasureContext, RunSettings, resolve_targets
 
@@ -313,11 +338,12 @@ def _run(args) -> int:
     store = RecordStore(args.out)
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
                              RunSettings(warmup=args.warmup, iterations=args.iterations))
+    execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
     measured = reused = 0
     with _RichProgress(len(plan)) as progress:
         for target in targets:
             sweep = run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh,
-                              context=context)
+                              context=context, execution=execution)
             measured, reused = measured + len(sweep.measured), reused + len(sweep.reused)
 
     order = {entry: i for i, entry in enumerate(plan)}
@@ -356,9 +382,14 @@ COMMANDS = {"list": _list, "run": _run, "gate": _gate, "compare": _compare, "exp
             "report": _report, "cache": _cache, "dashboard": _dashboard}
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _quiet_libraries(args.verbose)
+    signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the workers and keeps finished records, as Ctrl-C does
+    quiet.apply(args.verbose)
     from harness.errors import LayoutbenchError, MeasurementError
 
     try:

@@ -21,3 +21,11 @@ class LoweringError(MeasurementError):
 class TargetUnavailableError(LayoutbenchError):
     """A target's tools are not installed or cannot run on this host: its records are
     ``skipped`` with this one-line reason, not ``failed``."""
+
+
+def describe(error: BaseException) -> str:
+    """One line for a record's reason: ours as phrased, anything else as its type and first line."""
+    if isinstance(error, LayoutbenchError):
+        return str(error)
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else 'no message'}"

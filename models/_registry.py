@@ -3,7 +3,9 @@
 A registered factory takes no arguments and returns a :class:`ModelSpec`. Names that are
 not registered may still resolve:
 
-- through a *family* (``timm:<name>``, ``synthetic:<ops>``);
+- through a *family* (``timm:<name>``, ``synthetic:<ops>``); a family with a catalog (timm:
+  every architecture timm lists) is also a zoo of that name, and globs select from it
+  (``timm:*vit*``);
 - as a user's factory, ``package.module:factory`` or ``path/to/file.py:factory``, or an
   entry point of the group ``layoutbench.models``; the factory returns a ModelSpec or a
   ``(module, example_inputs)`` pair;
@@ -58,6 +60,8 @@ _models: dict[str, _Entry] = {}
 _zoo_variants: dict[str, set[str]] = {}  # zoo -> derived names, e.g. "<name>.unfused"
 _families: dict[str, Callable[[str], ModelSpec]] = {}
 _family_checks: dict[str, Callable[[str], None]] = {}
+_family_catalogs: dict[str, Callable[[], list[str]]] = {}
+_GLOB = set("*?[")
 
 
 def register_model(fn=None, *, name: str | None = None, zoos=("full",)):
@@ -71,14 +75,18 @@ def register_model(fn=None, *, name: str | None = None, zoos=("full",)):
     return decorate(fn) if fn is not None else decorate
 
 
-def register_family(prefix: str, check: Callable[[str], None] | None = None):
+def register_family(prefix: str, check: Callable[[str], None] | None = None,
+                    catalog: Callable[[], list[str]] | None = None):
     """Register a resolver for every name of the form ``<prefix>:<argument>``; ``check``
-    rejects a bad argument without building anything (names are checked before a sweep)."""
+    rejects a bad argument without building anything (names are checked before a sweep);
+    ``catalog`` lists every argument the family has (it becomes the zoo ``<prefix>``)."""
 
     def decorate(resolver):
         _families[prefix] = resolver
         if check is not None:
             _family_checks[prefix] = check
+        if catalog is not None:
+            _family_catalogs[prefix] = catalog
         return resolver
 
     return decorate
@@ -96,6 +104,8 @@ def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
     the members of a zoo."""
     if zoo is None:
         names = set(_models) | set(entry_point_names(ENTRY_POINT_GROUP))
+    elif zoo in _family_catalogs:
+        names = {f"{zoo}:{argument}" for argument in _family_catalogs[zoo]()}
     else:
         names = {n for n, entry in _models.items() if zoo in entry.zoos}
         names |= _zoo_variants.get(zoo, set())
@@ -103,7 +113,8 @@ def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
 
 
 def list_zoos() -> list[str]:
-    return sorted({zoo for entry in _models.values() for zoo in entry.zoos} | set(_zoo_variants))
+    return sorted({zoo for entry in _models.values() for zoo in entry.zoos} | set(_zoo_variants)
+                  | set(_family_catalogs))
 
 
 def _unfuse_attention(module: torch.nn.Module) -> int:
@@ -239,7 +250,24 @@ def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str
         if zoo not in list_zoos():
             raise UnknownNameError("zoo", zoo, list_zoos())
         return list_models(zoo=zoo)
-    chosen = [n.strip() for n in (names or "").split(",") if n.strip()]
-    for n in chosen:
-        check_model_name(n)
-    return chosen
+    chosen = []
+    for name in (n.strip() for n in (names or "").split(",") if n.strip()):
+        chosen += _expand(name) if _GLOB & set(name) else [name]
+    for name in chosen:
+        check_model_name(name)
+    return list(dict.fromkeys(chosen))
+
+
+def _expand(pattern: str) -> list[str]:
+    """The names a glob selects: ``<family>:<glob>`` from the family's catalog (a trailing
+    ``.unfused`` kept), else from the registered models."""
+    base, unfused = _split_unfused(pattern)
+    prefix, separator, argument = base.partition(":")
+    if separator and prefix in _family_catalogs:
+        names = [f"{prefix}:{a}" for a in fnmatch.filter(_family_catalogs[prefix](), argument)]
+    else:
+        names = list_models(base)
+    if not names:
+        raise UsageError(f"no model matches {pattern!r}; see `layoutbench list models` "
+                         f"or `layoutbench list models --zoo {prefix if separator else 'full'}`")
+    return sorted(n + UNFUSED_SUFFIX if unfused else n for n in names)

@@ -1,6 +1,7 @@
 """timm models of the zoo, with random weights and their default input size.
 
-Any other timm architecture is reachable as ``timm:<name>``.
+Any other timm architecture is reachable as ``timm:<name>``; the zoo ``timm`` is all of them
+(globs choose some: ``--models 'timm:*vit*'``).
 """
 
 import torch
@@ -30,7 +31,12 @@ def check_timm_name(arch: str) -> None:
         raise UnknownNameError("timm model", arch, close or ["(see timm.list_models())"])
 
 
-@register_family("timm", check=check_timm_name)
+def timm_catalog() -> list[str]:
+    """Every architecture this timm version lists (random weights need no download)."""
+    return import_timm().list_models()
+
+
+@register_family("timm", check=check_timm_name, catalog=timm_catalog)
 def any_timm_model(arch: str) -> ModelSpec:
     check_timm_name(arch)
     return timm_spec(arch)

@@ -1,11 +1,9 @@
 """Shared set-up: library chatter off; models are exported and lowered once per session
 through ``harness.pipeline.model.pipeline``."""
 
-import logging
-import warnings
+from harness import quiet
 
-warnings.filterwarnings("ignore")
-logging.disable(logging.WARNING)
+quiet.apply(verbose=False)  # here and in every worker process the tests start
 
 import models  # noqa: E402
 

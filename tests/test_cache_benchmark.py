@@ -28,8 +28,8 @@ LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 def _sweep(out: Path, cache: Path) -> dict:
     start = time.perf_counter()
     result = subprocess.run(
-        [str(LAYOUTBENCH), "run", "--zoo", "quick", "--strategies", "all", "--fresh", "--out", str(out),
-         "--format", "json"], env={**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)},
+        [str(LAYOUTBENCH), "run", "--zoo", "quick", "--strategies", "all", "--fresh", "--workers", "1",
+         "--out", str(out), "--format", "json"], env={**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)},
         capture_output=True, text=True, timeout=3600,
     )
     wall = time.perf_counter() - start

@@ -102,19 +102,12 @@ def test_invalid_strategy_is_a_failed_record_and_nonzero_exit(tmp_path, capsys):
 
 
 def test_model_that_fails_to_export_is_reported(tmp_path, capsys):
-    import torch
-
-    class DataDependent(torch.nn.Module):
-        def forward(self, x):
-            return x * 2 if x.sum() > 0 else x
-
-    models.register_model(lambda: models.ModelSpec("data_dependent", DataDependent(), (torch.ones(2),)),
-                          name="test_data_dependent", zoos=())
-    code = cli.main(["compare", "--models", "test_data_dependent,synthetic_small", "--strategies",
+    name = "tests.user_models:data_dependent"
+    code = cli.main(["compare", "--models", f"{name},synthetic_small", "--strategies",
                      "bfs-downstream", "--out", str(tmp_path), "--format", "json"])
     captured = capsys.readouterr()
     assert code == 1
     records = json.loads(captured.out)
     assert [r["status"] for r in records] == ["failed", "ok"]
     assert "failed to export" in records[0]["reason"]
-    assert "test_data_dependent / bfs-downstream: model 'test_data_dependent' failed to export" in captured.err
+    assert f"{name} / bfs-downstream: model '{name}' failed to export" in captured.err

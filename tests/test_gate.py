@@ -14,7 +14,9 @@ MODEL = "synthetic_small"
 
 
 def _compare(out, strategies="bfs-downstream"):
-    return cli.main(["compare", "--models", MODEL, "--strategies", strategies, "--out", str(out), "--format", "json"])
+    # --workers 0: measured in this process, where the fixture patches the registry.
+    return cli.main(["compare", "--models", MODEL, "--strategies", strategies, "--out", str(out), "--format", "json",
+                     "--workers", "0"])
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from harness import cli
 from harness.targets.vulkan import runners
 from harness.results.store import RecordStore
 from harness.pipeline.sweep import run_sweep
+from harness.pipeline.workers import Execution
 from harness.targets import MeasureContext
 from harness.targets.accuracy import flat_outputs
 from harness.pipeline.model import pipeline
@@ -142,7 +143,8 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
     # The pybindings have no VulkanBackend, so loading the ET-VK program fails in the child.
     monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner: runners.Pybindings())
     records = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
-                        context=MeasureContext(tmp_path, run_settings=SETTINGS)).records
+                        context=MeasureContext(tmp_path, run_settings=SETTINGS),
+                        execution=Execution(workers=0)).records  # in this process, where the patch is
     assert records[0]["status"] == "failed"
     assert records[0]["reason"].startswith("the pybindings runtime exited with")
     assert records[0]["transitions"] >= 0  # the layout metrics are kept beside the failure

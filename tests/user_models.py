@@ -14,3 +14,13 @@ def tiny_convnet():
 
 def not_a_model():
     return "a string"
+
+
+class _DataDependent(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x
+
+
+def data_dependent():
+    """A model torch.export cannot export: its control flow depends on the data."""
+    return _DataDependent(), (torch.ones(2),)

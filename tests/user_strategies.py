@@ -56,3 +56,33 @@ class Crashes(TagMemoryMetaPass):
 
     def call(self, graph_module):
         raise RuntimeError("a bug in the user's pass")
+
+
+class Aborts(TagMemoryMetaPass):
+    """Deliberately fatal: aborts the whole process inside the pass, as a native crash would."""
+
+    def call(self, graph_module):
+        import os
+
+        os.abort()
+
+
+class Hangs(TagMemoryMetaPass):
+    """Deliberately stuck: never returns from the pass."""
+
+    def call(self, graph_module):
+        import time
+
+        while True:
+            time.sleep(1)
+
+
+class HoldsMemory(TagMemoryMetaPass):
+    """Deliberately greedy: fills 4 GiB and holds it."""
+
+    def call(self, graph_module):
+        import time
+
+        held = b"x" * (4 << 30)
+        while held:
+            time.sleep(1)

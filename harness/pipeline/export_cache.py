@@ -9,7 +9,7 @@ import torch
 
 import models
 from harness.cache import DiskCache
-from harness.errors import ModelExportError
+from harness.errors import ModelExportError, describe
 from harness.results.provenance import provenance
 
 EXPORTS = DiskCache("exports")
@@ -22,11 +22,6 @@ def cache_key(spec: models.ModelSpec) -> str:
          facts["timm_version"], spec.source_digest]
     )
     return hashlib.sha256(key.encode()).hexdigest()[:24]
-
-
-def _describe_failure(error: Exception) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def _saved(exported: torch.export.ExportedProgram) -> bytes:
@@ -52,5 +47,5 @@ def _export(spec: models.ModelSpec) -> torch.export.ExportedProgram:
         return torch.export.export(spec.module, spec.example_inputs)
     except Exception as error:  # torch.export raises many unrelated types
         raise ModelExportError(
-            f"model '{spec.name}' failed to export: {_describe_failure(error)}"
+            f"model '{spec.name}' failed to export: {describe(error)}"
         ) from error

@@ -6,35 +6,35 @@ helpers they import; a plug-in's file), the harness code that measures it, and t
 target's environment (tool versions; where programs run, the runtime's digest, the machine
 and the run settings). A dirty tree is not an identity. A record whose identity is already
 in the results directory or in the record cache is reused (``fresh`` measures everything
-again); everything else is measured. Each model goes through one
-:class:`~harness.pipeline.model.ModelPipeline` (exported once, its lowering prefix from the
-disk cache); every strategy then finishes its own copy. A model or strategy that fails
-becomes a ``failed`` record with the reason, and the sweep goes on; an unexpected error
-keeps its traceback in ``RESULTS/logs/``, named by the record's ``log``. Whatever the
-libraries print while measuring goes to stderr: stdout carries only results.
+again); everything else is measured, one job per model (:mod:`harness.pipeline.measure`)
+in a worker process, locally or on a Ray cluster (:mod:`harness.pipeline.workers`). Each
+model goes through one :class:`~harness.pipeline.model.ModelPipeline` (exported once, its
+lowering prefix from the disk cache); every strategy then finishes its own copy. A model
+or strategy that fails, crashes its worker or passes a limit becomes a ``failed`` record
+with the reason, and the sweep goes on; an unexpected error keeps its traceback in
+``RESULTS/logs/``, named by the record's ``log``. Only this process writes records, each as
+it arrives. Whatever the libraries print while measuring goes to stderr: stdout carries
+only results.
 """
 
-import contextlib
 import hashlib
 import json
 import os
-import re
 import sys
-import traceback
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from pathlib import Path
 
 import models
 import strategies
 from harness.cache import DiskCache
-from harness.errors import LayoutbenchError, TargetUnavailableError, UsageError
-from harness.pipeline.model import ModelPipeline
+from harness.errors import TargetUnavailableError, UsageError
+from harness.pipeline import measure
+from harness.pipeline.measure import Job
+from harness.pipeline.workers import Execution, log_path
 from harness.results.provenance import code_digest, provenance
-from harness.results.store import RecordStore, make_record
+from harness.results.store import RecordStore
 from harness.targets import MeasureContext, get_target
-from harness.targets.accuracy import wrong_answer
 
-LOG_DIR = "logs"
 RECORDS = DiskCache("records")
 
 
@@ -44,23 +44,8 @@ class SilentProgress:
     def stage(self, text: str) -> None:
         pass
 
-    def advance(self, steps: int = 1) -> None:
+    def advance(self, record: dict | None = None) -> None:
         pass
-
-
-@contextlib.contextmanager
-def output_to_stderr():
-    """While active, what Python code and native libraries print to stdout goes to stderr."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | None]:
@@ -69,29 +54,11 @@ def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | No
     return list(strategy_names) if get_target(target_name).uses_strategies else [None]
 
 
-def root_cause(error: BaseException) -> BaseException:
-    """The error that says what went wrong: the first of ours in the chain of causes (it
-    phrases the failure for the user), else the one at the bottom (ExecuTorch's pass
-    manager re-raises a pass's error as a generic ``Exception`` caused by the real one)."""
-    chain = [error]
-    while chain[-1].__cause__ is not None:
-        chain.append(chain[-1].__cause__)
-    return next((e for e in chain if isinstance(e, LayoutbenchError)), chain[-1])
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, LayoutbenchError):
-        return str(error)
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else 'no message'}"
-
-
-def _write_log(store: RecordStore, model: str, strategy: str | None, target: str) -> str:
-    """The traceback being handled, in a file under the results directory; its path."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}--{strategy or 'none'}--{target}") + ".log"
-    path = store.directory / LOG_DIR / name
+def _write_log(store: RecordStore, record: dict, trace: str) -> str:
+    """A traceback in a file under the results directory; its path."""
+    path = log_path(store.directory, record["model"], record["strategy"], record["target"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(traceback.format_exc())
+    path.write_text(trace)
     return str(path.resolve())
 
 
@@ -142,13 +109,16 @@ def run_sweep(
     progress=None,
     fresh: bool = False,
     context: MeasureContext | None = None,
+    execution: Execution | None = None,
 ) -> Sweep:
     """Measure each (model, strategy) on the target, reusing every record whose identity a
-    results directory or the record cache already holds (none with ``fresh``)."""
+    results directory or the record cache already holds (none with ``fresh``); the rest is
+    measured one job per model where ``execution`` says (default: a worker process per
+    model, as many at once as the machine has cores)."""
     target = get_target(target_name)
     chosen = strategies_for(target_name, strategy_names)
     progress = progress or SilentProgress()
-    context = context or MeasureContext(results_dir=store.directory)
+    context = context or MeasureContext(results_dir=store.directory.resolve())
     versions = provenance()
     sweep = Sweep()
     try:
@@ -157,55 +127,55 @@ def run_sweep(
         environment = target.environment(context)
     except TargetUnavailableError as error:
         unavailable, environment = str(error), {}
-    harness_digest = code_digest(sys.modules[type(target).__module__], sys.modules[__name__])
+    # The code that makes a record (not the code that plans or schedules it).
+    harness_digest = code_digest(sys.modules[type(target).__module__], measure)
     strategy_digests = {s: code_digest(strategies.get_strategy(s)) if s else None for s in chosen}
     known = {} if fresh else _reusable(store)
 
-    def emit(model, strategy, status, reason=None, **fields):
-        record = make_record(model, strategy, target_name, status, reason, **versions, **fields)
-        record["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    def emit(record: dict) -> None:
         store.append(record)
-        if status == "ok" and record.get("identity"):
+        if record["status"] == "ok" and record.get("identity"):
             RECORDS.write(record["identity"], json.dumps(record, default=str).encode())
         sweep.records.append(record)
         sweep.measured.append(record)
-        progress.advance()
+        progress.advance(record=record)
 
+    jobs = []
     for model_name in model_names:
-        model = ModelPipeline(model_name)
-        model_digest = None if unavailable else models.source_digest(model_name)
+        job = Job(model_name, target_name, [], {}, versions, context, dict(os.environ), os.getcwd())
+        if unavailable:
+            for strategy in chosen:
+                emit(job.record(strategy, "skipped", unavailable))
+            continue
+        model_digest = models.source_digest(model_name)
         for strategy in chosen:
-            if unavailable:
-                emit(model_name, strategy, "skipped", unavailable)
-                continue
             identity = _identity(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
                                  environment, harness_digest)
             reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
-            if reused is not None:
-                if reused["identity"] not in known:
-                    store.append(reused)
-                sweep.records.append(reused)
-                sweep.reused.append(reused)
-                progress.advance()
+            if reused is None:
+                job.strategies.append(strategy)
+                job.identities[strategy] = identity
                 continue
-            progress.stage(f"{model_name}: {strategy or target_name}")
-            fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
-            try:
-                with output_to_stderr():
-                    target.measure(model, strategy, fields, context)
-            except Exception as raised:  # one model's failure must not end the sweep
-                error = root_cause(raised)
-                if isinstance(error, UsageError):
-                    raise error from raised
-                if isinstance(error, TargetUnavailableError):
-                    emit(model_name, strategy, "skipped", str(error), **identity, **model.record_fields(), **fields)
-                    continue
-                log = {} if isinstance(error, LayoutbenchError) else {
-                    "log": _write_log(store, model_name, strategy, target_name)}
-                emit(model_name, strategy, "failed", _describe(error), **log, **identity, **model.record_fields(),
-                     **fields)
-                continue
-            wrong = wrong_answer(fields)
-            emit(model_name, strategy, "failed" if wrong else "ok", wrong, **identity, **model.record_fields(),
-                 **fields)
+            if reused["identity"] not in known:
+                store.append(reused)
+            sweep.records.append(reused)
+            sweep.reused.append(reused)
+            progress.advance(record=reused)
+        if job.strategies:
+            jobs.append(job)
+
+    def handle(event: tuple) -> None:
+        if event[0] == "stage":
+            progress.stage(event[1])
+        elif event[0] == "usage":
+            raise UsageError(event[1])
+        else:
+            record, trace = event[1], event[2]
+            if trace:
+                record["log"] = _write_log(store, record, trace)
+            emit(record)
+
+    (execution or Execution()).executor().run(jobs, handle)
+    order = {(m, s): i for i, (m, s) in enumerate((m, s) for m in model_names for s in chosen)}
+    sweep.records.sort(key=lambda r: order.get((r["model"], r["strategy"]), len(order)))
     return sweep

@@ -65,6 +65,10 @@ class Target:
         """Check once per sweep that this host can measure; raise TargetUnavailableError
         (every record skipped, with its message) or a UsageError (a bad option)."""
 
+    def prepare_model(self, model) -> None:
+        """Build what every strategy of ``model`` shares (a worker does it before the first
+        measurement, so a crash there is known to be the model's, not one strategy's)."""
+
     def measure(self, model, strategy: str | None, fields: dict, context: MeasureContext) -> None:
         """Measure ``model`` (a :class:`harness.pipeline.model.ModelPipeline`) with ``strategy``
         (None where ``uses_strategies`` is false) into ``fields``."""

@@ -60,6 +60,9 @@ class Vulkan(Target):
                "delegate_ops", "ops_outside_delegate", "own_clones", "pte_bytes", "pass_seconds", "finish_seconds",
                "serialize_seconds", "prefix_seconds", "optimal")
 
+    def prepare_model(self, model) -> None:
+        model.vulkan_lowering
+
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
         measure_vulkan(model.vulkan_lowering, strategy, fields)
 

@@ -1,0 +1,134 @@
+"""The measuring half of a sweep: one model's records, made wherever a worker runs.
+
+A :class:`Job` is one model and the strategies still to measure on one target, with the
+identity the sweep planned for each. :func:`measure_job` runs it and reports through
+``send``: ``("model",)`` while building the model (export, lowering prefix: what every
+strategy shares), ``("start", strategy)`` before each measurement, then
+``("record", record, traceback)`` (the traceback of an unexpected error, for the sweep to
+keep in its logs), or ``("usage", message)`` for a mistake of the command line.
+It runs in a worker process (a local one, or a Ray task), so a native crash ends only the
+worker: the sweep learns from the missing record which measurement it was in.
+"""
+
+import contextlib
+import dataclasses
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import strategies
+from harness.errors import LayoutbenchError, MeasurementError, TargetUnavailableError, UsageError, describe
+from harness.pipeline.model import ModelPipeline
+from harness.results.provenance import code_digest
+from harness.results.store import make_record
+from harness.targets import MeasureContext, get_target
+from harness.targets.accuracy import wrong_answer
+
+
+
+@dataclass
+class Job:
+    """One model's measurements on one target."""
+
+    model: str
+    target: str
+    strategies: list
+    identities: dict  # strategy -> the identity fields the sweep planned for its record
+    versions: dict  # the tool versions every record carries
+    context: MeasureContext = field(default_factory=MeasureContext)
+    environ: dict = field(default_factory=dict)  # applied in the worker before measuring
+    cwd: str | None = None
+
+    def without(self, done) -> "Job":
+        """The same job for the strategies not in ``done``."""
+        return dataclasses.replace(self, strategies=[s for s in self.strategies if s not in done])
+
+    def record(self, strategy, status: str, reason: str | None, **fields) -> dict:
+        """A record of this job, stamped now."""
+        record = make_record(self.model, strategy, self.target, status, reason, **self.versions,
+                             **self.identities.get(strategy, {}), **fields)
+        record["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        return record
+
+
+@contextlib.contextmanager
+def output_to_stderr():
+    """While active, what Python code and native libraries print to stdout goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The error that says what went wrong: the first of ours in the chain of causes (it
+    phrases the failure for the user), else the one at the bottom (ExecuTorch's pass
+    manager re-raises a pass's error as a generic ``Exception`` caused by the real one)."""
+    chain = [error]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    return next((e for e in chain if isinstance(e, LayoutbenchError)), chain[-1])
+
+
+def _check_code(job: Job, strategy) -> None:
+    """The strategy this worker would run is the code the sweep planned the record for (a
+    plug-in file edited, or another version on a cluster's node, would make a record whose
+    identity lies)."""
+    planned = job.identities.get(strategy, {}).get("strategy_digest")
+    here = code_digest(strategies.get_strategy(strategy)) if strategy else None
+    if planned != here:
+        raise MeasurementError(f"the strategy's code here (digest {here}) is not the code the sweep planned for "
+                               f"(digest {planned}); install the same version wherever workers run")
+
+
+def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, str | None]:
+    """One record, and the traceback of an unexpected error."""
+    fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
+    try:
+        _check_code(job, strategy)
+        target.measure(model, strategy, fields, job.context)
+    except Exception as raised:  # one model's failure must not end the sweep
+        error = root_cause(raised)
+        if isinstance(error, UsageError):
+            raise error from raised
+        if isinstance(error, TargetUnavailableError):
+            return job.record(strategy, "skipped", str(error), **model.record_fields(), **fields), None
+        trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
+        return job.record(strategy, "failed", describe(error), **model.record_fields(), **fields), trace
+    wrong = wrong_answer(fields)
+    return job.record(strategy, "failed" if wrong else "ok", wrong, **model.record_fields(), **fields), None
+
+
+def measure_job(job: Job, send) -> None:
+    """Measure every strategy of ``job``, reporting each as described in the module."""
+    if job.cwd and os.path.isdir(job.cwd):
+        os.chdir(job.cwd)
+    os.environ.update(job.environ)
+    target = get_target(job.target)
+    model = ModelPipeline(job.model)
+    with output_to_stderr():
+        try:
+            target.prepare(job.context)
+        except TargetUnavailableError as error:  # this worker's host cannot measure
+            for strategy in job.strategies:
+                send(("record", job.record(strategy, "skipped", str(error)), None))
+            return
+        send(("model",))
+        with contextlib.suppress(Exception):  # a failed stage fails each record, with its reason
+            target.prepare_model(model)
+        for strategy in job.strategies:
+            send(("start", strategy))
+            try:
+                record, trace = _measure(job, target, model, strategy)
+            except UsageError as error:
+                send(("usage", str(error)))
+                return
+            send(("record", record, trace))

@@ -1,0 +1,78 @@
+"""Sweeps on a Ray cluster: one task per model, records streamed back as they are made.
+
+Each task supervises its model on whichever node Ray placed it, exactly as a local sweep
+does (:class:`~harness.pipeline.workers.LocalWorkers` with one worker: a crash or a limit
+there is a failed record naming the signal or the limit, and the strategies left go on),
+and puts every event on a queue the driver reads, so records land in the driver's results
+directory as they come, under the same progress bar. A task asks Ray for one CPU and the
+memory limit (default 4 GiB) and is never retried: a model that failed would fail again.
+The driver ships its own ``harness``, ``models`` and ``strategies`` packages with the tasks
+(``py_modules``); the nodes need the pinned stack (``requirements*.txt``) installed.
+"""
+
+import dataclasses
+import logging
+
+import harness
+import models
+import strategies
+from harness.pipeline.measure import Job
+from harness.pipeline.workers import GIB, POLL_SECONDS, LocalWorkers
+
+DEFAULT_MEMORY = 4 * GIB
+
+
+def _supervise(job: Job, queue, time_limit, memory_limit) -> None:
+    LocalWorkers(1, time_limit, memory_limit).run([job], queue.put)
+
+
+def _portable(job: Job) -> Job:
+    """The job as another node can take it: of the driver's environment only layoutbench's
+    own settings (a node keeps its own PATH, libraries and Python)."""
+    return dataclasses.replace(job, environ={k: v for k, v in job.environ.items() if k.startswith("LAYOUTBENCH_")})
+
+
+class RayWorkers:
+    """Jobs as Ray tasks on the cluster at ``address`` (``local``: Ray's default, a cluster
+    named by ``RAY_ADDRESS`` or else a new one on this machine)."""
+
+    def __init__(self, address: str, time_limit: float | None = None, memory_limit: int | None = None):
+        self.address, self.time_limit, self.memory_limit = address, time_limit, memory_limit
+
+    def run(self, jobs: list[Job], handle) -> None:
+        import ray
+        from ray.util.queue import Queue
+
+        ray.init(address=None if self.address == "local" else self.address, include_dashboard=False,
+                 log_to_driver=False, logging_level=logging.WARNING,
+                 runtime_env={"py_modules": [harness, models, strategies]})
+        running: dict = {}
+        try:
+            queue = Queue()
+            task = ray.remote(num_cpus=1, memory=self.memory_limit or DEFAULT_MEMORY, max_retries=0)(_supervise)
+            running.update({task.remote(_portable(job), queue, self.time_limit, self.memory_limit): job
+                            for job in jobs})
+            recorded: set = set()
+
+            def drain() -> None:
+                for event in queue.get_nowait_batch(queue.qsize()):
+                    if event[0] == "record":
+                        recorded.add((event[1]["model"], event[1]["strategy"]))
+                    handle(event)
+
+            while running:
+                ready, _ = ray.wait(list(running), num_returns=len(running), timeout=POLL_SECONDS)
+                drain()
+                for ref in ready:
+                    job = running.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayError as error:  # the task itself died: node lost, Ray's OOM killer
+                        reason = f"Ray task failed: {str(error).strip().splitlines()[0]}"
+                        for strategy in job.strategies:
+                            if (job.model, strategy) not in recorded:
+                                handle(("record", job.record(strategy, "failed", reason), None))
+        finally:
+            for ref in running:  # an interrupted sweep leaves nothing running on the cluster
+                ray.cancel(ref, force=True)
+            ray.shutdown()

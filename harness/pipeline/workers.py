@@ -1,0 +1,258 @@
+"""Where a sweep's jobs run: in worker processes on this machine, or in this process.
+
+Each job (one model, see :mod:`harness.pipeline.measure`) runs in a fresh worker process
+forked from a server that has imported torch, ExecuTorch and the harness once, so a crash,
+a kill or a limit ends one worker, not the sweep. The worker reports each measurement as
+it starts and each record as it is made; when a worker ends without finishing its job,
+:class:`JobTracker` fails the measurement it was in (naming the signal or the limit, and
+where native code crashed as Python's faulthandler saw it) and hands the strategies left to
+a new worker. A crash while the model itself was being built fails every strategy left,
+since each would build it again. Only the sweep writes records, so lines never interleave.
+"""
+
+import contextlib
+import faulthandler
+import multiprocessing
+import os
+import pickle
+import re
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
+
+import psutil
+
+from harness.pipeline.measure import Job, measure_job
+from harness.targets import get_target
+
+LOG_DIR = "logs"
+POLL_SECONDS = 0.5
+GIB = 1 << 30
+_MODEL_STAGE = object()  # a worker building the model (or not started yet)
+_BETWEEN = object()  # a worker between two measurements
+# Imported once by the fork server, so a worker starts in milliseconds, not seconds.
+_PRELOAD = ["harness.quiet", "harness.pipeline.workers", "harness.targets.vulkan.targets", "harness.targets.arm.targets"]
+
+
+def log_path(results_dir: Path, model: str, strategy: str | None, target: str, suffix: str = ".log") -> Path:
+    """Where the log of one (model, strategy, target) is kept."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}--{strategy or 'none'}--{target}")
+    return Path(results_dir) / LOG_DIR / (name + suffix)
+
+
+def crash_site(log: Path) -> str | None:
+    """Where the crashed thread was, from a faulthandler dump: ``package/file.py:line (function)``."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    current = text.split("Current thread", 1)  # the thread that crashed; the others are listed too
+    frame = re.search(r'File "([^"]+)", line (\d+) in (\S+)', current[-1]) if len(current) > 1 else None
+    if frame is None:
+        return None
+    path = re.sub(r".*/((site|dist)-packages|python3\.\d+)/", "", frame.group(1))
+    if Path(path).is_relative_to(Path.cwd()):
+        path = str(Path(path).relative_to(Path.cwd()))
+    return f"{path}:{frame.group(2)} ({frame.group(3)})"
+
+
+def death_reason(exitcode: int | None) -> str:
+    """What ended a worker, from its exit code."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        hint = " (the kernel's OOM killer sends it, as does kill -9)" if -exitcode == signal.SIGKILL else ""
+        return f"worker killed by {name}{hint}"
+    return f"worker exited with status {exitcode} before finishing"
+
+
+class JobTracker:
+    """What a worker reported of its job: the measurement in progress and the ones done."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.current = _MODEL_STAGE
+        self.done: set = set()
+
+    def on(self, message: tuple) -> tuple:
+        """The sweep's event for a worker's message."""
+        if message[0] == "model":
+            self.current = _MODEL_STAGE
+            return ("stage", f"{self.job.model}: building the model")
+        if message[0] == "start":
+            self.current = message[1]
+            return ("stage", f"{self.job.model}: {message[1] or self.job.target}")
+        if message[0] == "record":
+            self.done.add(message[1]["strategy"])
+            self.current = _BETWEEN
+        return message
+
+    def ended(self, reason: str, log: str | None = None) -> tuple[list, Job | None]:
+        """Events for a worker that ended before its job did, and the job left to do."""
+        left = [s for s in self.job.strategies if s not in self.done]
+        if not left:
+            return [], None
+        if self.current is _MODEL_STAGE:
+            failing, where = left, "while building the model (export, lowering prefix)"
+        elif self.current is _BETWEEN:
+            failing, where = [], ""
+        else:
+            failing, where = [self.current], f"while measuring {self.current or self.job.target}"
+        fields = dict.fromkeys(get_target(self.job.target).metrics)  # every record of a target has its keys
+        if log:
+            fields["log"] = log
+        events = [("record", self.job.record(s, "failed", f"{reason} {where}", **fields), None) for s in failing]
+        rest = [s for s in left if s not in failing]
+        return events, self.job.without(set(self.job.strategies) - set(rest)) if rest else None
+
+
+class InProcess:
+    """Every job in this process: no isolation (for debugging, or a test that patches the harness)."""
+
+    def run(self, jobs: list[Job], handle) -> None:
+        for job in jobs:
+            tracker = JobTracker(job)
+            measure_job(job, lambda message: handle(tracker.on(message)))
+
+
+def _exit_with(sweep_pid: int) -> None:
+    """End this worker when the sweep that started it is gone (killed with no chance to end it)."""
+    while True:
+        time.sleep(2 * POLL_SECONDS)
+        try:
+            os.kill(sweep_pid, 0)
+        except ProcessLookupError:
+            os._exit(1)
+
+
+def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
+    threading.Thread(target=_exit_with, args=(sweep_pid,), daemon=True).start()
+    with open(crash_log, "w") as log:
+        faulthandler.enable(file=log)
+        measure_job(job, connection.send)
+    os.remove(crash_log)
+
+
+class _Running:
+    def __init__(self, process, connection, job: Job, crash_log: Path):
+        self.process, self.connection, self.crash_log = process, connection, crash_log
+        self.tracker = JobTracker(job)
+        self.started = time.monotonic()
+        self.limit: str | None = None  # set when the sweep ends the worker for a limit
+
+
+class LocalWorkers:
+    """Jobs in up to ``count`` worker processes at once; ``time_limit`` (seconds) and
+    ``memory_limit`` (bytes of resident memory, the worker's children included) per job."""
+
+    def __init__(self, count: int, time_limit: float | None = None, memory_limit: int | None = None):
+        self.count, self.time_limit, self.memory_limit = count, time_limit, memory_limit
+        self._started = 0
+
+    def run(self, jobs: list[Job], handle) -> None:
+        """Run ``jobs``, calling ``handle`` with each event (see :class:`JobTracker`)."""
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(_PRELOAD)
+        pending, running = deque(jobs), []
+        try:
+            while pending or running:
+                while pending and len(running) < self.count:
+                    running.append(self._start(context, pending.popleft()))
+                wait([r.connection for r in running] + [r.process.sentinel for r in running], POLL_SECONDS)
+                for worker in list(running):
+                    self._drain(worker, handle)
+                    if worker.process.is_alive():
+                        self._check_limits(worker)
+                        continue
+                    running.remove(worker)
+                    events, rest = self._ended(worker)
+                    for event in events:
+                        handle(event)
+                    if rest is not None:
+                        pending.appendleft(rest)
+        finally:
+            for worker in running:
+                worker.process.kill()
+                worker.process.join()
+
+    def _start(self, context, job: Job) -> _Running:
+        receiving, sending = context.Pipe(duplex=False)
+        self._started += 1
+        crash_log = Path(job.context.results_dir) / LOG_DIR / f".worker-{os.getpid()}-{self._started}.crash.log"
+        crash_log.parent.mkdir(parents=True, exist_ok=True)
+        process = context.Process(target=_worker_main, args=(job, sending, str(crash_log), os.getpid()),
+                                  daemon=True)
+        process.start()
+        sending.close()
+        return _Running(process, receiving, job, crash_log)
+
+    @staticmethod
+    def _drain(worker: _Running, handle) -> None:
+        while True:
+            try:
+                if not worker.connection.poll():
+                    return
+                message = worker.connection.recv()
+            except (EOFError, OSError, pickle.UnpicklingError):  # the worker is gone; its sentinel says how
+                return
+            handle(worker.tracker.on(message))
+
+    def _check_limits(self, worker: _Running) -> None:
+        if self.time_limit and time.monotonic() - worker.started > self.time_limit:
+            worker.limit = f"time limit of {self.time_limit:g} s reached"
+        elif self.memory_limit:
+            resident = _resident_bytes(worker.process.pid)
+            if resident > self.memory_limit:
+                worker.limit = (f"memory limit of {self.memory_limit / GIB:.1f} GiB exceeded "
+                                f"({resident / GIB:.1f} GiB resident)")
+        if worker.limit:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for child in psutil.Process(worker.process.pid).children(recursive=True):
+                    child.kill()
+            worker.process.kill()
+
+    @staticmethod
+    def _ended(worker: _Running) -> tuple[list, Job | None]:
+        worker.process.join()
+        worker.connection.close()
+        reason = worker.limit or death_reason(worker.process.exitcode)
+        site = None if worker.limit else crash_site(worker.crash_log)
+        if site:
+            reason += f" in {site}"
+        log = None
+        if worker.crash_log.is_file() and worker.crash_log.stat().st_size > 0:
+            job, current = worker.tracker.job, worker.tracker.current
+            stage = current if current not in (_MODEL_STAGE, _BETWEEN) else None
+            log = log_path(job.context.results_dir, job.model, stage, job.target, ".crash.log").resolve()
+            worker.crash_log.replace(log)
+        worker.crash_log.unlink(missing_ok=True)
+        return worker.tracker.ended(reason, str(log) if log else None)
+
+
+def _resident_bytes(pid: int) -> int:
+    try:
+        process = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)])
+    except psutil.NoSuchProcess:  # it ended meanwhile
+        return 0
+
+
+@dataclass
+class Execution:
+    """Where a sweep's jobs run: ``workers`` processes on this machine (None: one per core;
+    0: in this process, without isolation), or a Ray cluster at ``ray`` (``local`` starts
+    one on this machine); ``time_limit`` seconds and ``memory_limit`` bytes per job."""
+
+    workers: int | None = None
+    ray: str | None = None
+    time_limit: float | None = None
+    memory_limit: int | None = None
+
+    def executor(self):
+        if self.ray is not None:
+            from harness.pipeline.ray_cluster import RayWorkers
+
+            return RayWorkers(self.ray, self.time_limit, self.memory_limit)
+        if self.workers == 0:
+            return InProcess()
+        return LocalWorkers(self.workers or os.cpu_count() or 1, self.time_limit, self.memory_limit)

@@ -1,0 +1,136 @@
+"""Each model is measured in a worker process: a crash, a kill or a limit there fails the
+measurement it hit, names the signal or the limit, and the sweep goes on."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from harness.pipeline.measure import Job, measure_job
+from harness.pipeline.sweep import run_sweep
+from harness.pipeline.workers import Execution, JobTracker, crash_site
+from harness.results.store import RecordStore
+
+ABORTS = "tests.user_strategies:Aborts"
+HANGS = "tests.user_strategies:Hangs"
+MODELS = ["synthetic_small", "synthetic:12"]
+
+
+def _by_key(records):
+    return {(r["model"], r["strategy"]): r for r in records}
+
+
+def test_an_abort_fails_its_measurement_and_the_sweep_goes_on(tmp_path):
+    store = RecordStore(tmp_path)
+    sweep = run_sweep(MODELS, [ABORTS, "bfs-downstream"], "vulkan", store, fresh=True,
+                      execution=Execution(workers=2))
+    records = _by_key(store.read())
+    assert len(records) == 4 and len(sweep.measured) == 4
+    for model in MODELS:
+        crashed, after = records[(model, ABORTS)], records[(model, "bfs-downstream")]
+        assert crashed["status"] == "failed"
+        assert crashed["reason"].startswith("worker killed by SIGABRT in tests/user_strategies.py:")
+        assert crashed["reason"].endswith(f"while measuring {ABORTS}")
+        assert crashed["identity"]  # the failed record keeps the identity it was planned with
+        assert "Fatal Python error: Aborted" in open(crashed["log"]).read()
+        assert after["status"] == "ok" and after["transitions"] >= 0
+
+
+def test_a_time_limit_fails_the_stuck_measurement_only(tmp_path):
+    store = RecordStore(tmp_path)
+    run_sweep(["synthetic_small"], [HANGS, "bfs-downstream"], "vulkan", store, fresh=True,
+              execution=Execution(workers=1, time_limit=30))
+    records = _by_key(store.read())
+    assert records[("synthetic_small", HANGS)]["reason"] == f"time limit of 30 s reached while measuring {HANGS}"
+    assert records[("synthetic_small", "bfs-downstream")]["status"] == "ok"
+
+
+def test_a_memory_limit_fails_the_greedy_measurement_only(tmp_path):
+    store = RecordStore(tmp_path)
+    run_sweep(["synthetic_small"], ["tests.user_strategies:HoldsMemory", "bfs-downstream"], "vulkan", store,
+              fresh=True, execution=Execution(workers=1, memory_limit=int(2.5 * 2**30)))
+    records = _by_key(store.read())
+    reason = records[("synthetic_small", "tests.user_strategies:HoldsMemory")]["reason"]
+    assert reason.startswith("memory limit of 2.5 GiB exceeded (") and reason.endswith(
+        "GiB resident) while measuring tests.user_strategies:HoldsMemory")
+    assert records[("synthetic_small", "bfs-downstream")]["status"] == "ok"
+
+
+def test_an_asv_set_up_sweep_survives_an_abort(monkeypatch):
+    from benchmarks import bench_vulkan_layout
+
+    monkeypatch.setattr(bench_vulkan_layout.VulkanLayout, "params", (["synthetic_small"], [ABORTS, "bfs-downstream"]))
+    bench = bench_vulkan_layout.VulkanLayout()
+    records = bench.setup_cache()
+    bench.setup(records, "synthetic_small", "bfs-downstream")
+    assert bench.track_transitions(records, "synthetic_small", "bfs-downstream") == 9
+    with pytest.raises(NotImplementedError, match="worker killed by SIGABRT"):
+        bench.setup(records, "synthetic_small", ABORTS)
+
+
+def test_a_crash_while_building_the_model_fails_every_strategy_left():
+    job = Job("m", "vulkan", ["a", "b"], {}, {})
+    tracker = JobTracker(job)
+    tracker.on(("model",))
+    events, rest = tracker.ended("worker killed by SIGSEGV")
+    assert [e[1]["strategy"] for e in events] == ["a", "b"] and rest is None
+    assert events[0][1]["reason"] == "worker killed by SIGSEGV while building the model (export, lowering prefix)"
+    tracker = JobTracker(job)
+    for message in [("model",), ("start", "a"), ("record", {"strategy": "a"}, None), ("start", "b")]:
+        tracker.on(message)
+    events, rest = tracker.ended("worker killed by SIGKILL")
+    assert [e[1]["strategy"] for e in events] == ["b"] and rest is None
+
+
+def test_the_crash_site_is_read_from_faulthandler(tmp_path):
+    log = tmp_path / "crash.log"
+    log.write_text('Fatal Python error: Segmentation fault\n\n'
+                   'Thread 0x2 (most recent call first):\n'
+                   '  File "/x/lib/python3.11/threading.py", line 331 in wait\n\n'
+                   'Current thread 0x1 (most recent call first):\n'
+                   '  File "/x/lib/python3.11/site-packages/ethosu/vela/vela.py", line 137 in process_regor\n'
+                   '  File "/x/lib/python3.11/site-packages/ethosu/vela/vela.py", line 400 in main\n')
+    assert crash_site(log) == "ethosu/vela/vela.py:137 (process_regor)"
+    assert crash_site(tmp_path / "missing.log") is None
+
+
+@pytest.mark.parametrize("workers", [1, 0])
+def test_isolated_and_in_process_sweeps_agree(tmp_path, workers):
+    isolated = run_sweep(["synthetic_small"], ["bfs-downstream", "all-width-packed"], "vulkan",
+                         RecordStore(tmp_path / "a"), fresh=True, execution=Execution(workers=workers)).records
+    assert [(r["strategy"], r["status"], r["transitions"]) for r in isolated] == [
+        ("bfs-downstream", "ok", 9), ("all-width-packed", "ok", isolated[1]["transitions"])]
+
+
+@pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
+    command = [sys.executable, "-m", "harness.cli", "run", "--models", "synthetic_small", "--strategies",
+               f"bfs-downstream,{HANGS}", "--workers", "1", "--out", str(tmp_path)]
+    sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    store = RecordStore(tmp_path)
+    deadline = time.monotonic() + 300
+    while not store.read() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [r["status"] for r in store.read()] == ["ok"]
+    workers = psutil.Process(sweep.pid).children(recursive=True)
+    assert workers
+    sweep.send_signal(kill)
+    sweep.wait(timeout=60)
+    if kill == signal.SIGTERM:
+        assert sweep.returncode == 130
+        assert "interrupted; finished records are kept" in sweep.stderr.read()
+    gone, alive = psutil.wait_procs(workers, timeout=15)
+    assert not alive
+    assert len(store.read()) == 1
+
+
+def test_a_worker_running_other_code_than_planned_fails_the_record():
+    job = Job("synthetic_small", "vulkan", ["bfs-downstream"], {"bfs-downstream": {"strategy_digest": "0" * 16}}, {})
+    sent = []
+    measure_job(job, sent.append)
+    record = sent[-1][1]
+    assert record["status"] == "failed" and record["strategy_digest"] == "0" * 16
+    assert record["reason"].startswith("the strategy's code here (digest ") and "planned for (digest 0000" in record["reason"]
