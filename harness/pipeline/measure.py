@@ -11,7 +11,6 @@ worker: the sweep learns from the missing record which measurement it was in.
 """
 
 import contextlib
-import dataclasses
 import os
 import sys
 import traceback
@@ -40,10 +39,6 @@ class Job:
     context: MeasureContext = field(default_factory=MeasureContext)
     environ: dict = field(default_factory=dict)  # applied in the worker before measuring
     cwd: str | None = None
-
-    def without(self, done) -> "Job":
-        """The same job for the strategies not in ``done``."""
-        return dataclasses.replace(self, strategies=[s for s in self.strategies if s not in done])
 
     def record(self, strategy, status: str, reason: str | None, **fields) -> dict:
         """A record of this job, stamped now."""

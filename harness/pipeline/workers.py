@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
@@ -103,7 +103,7 @@ class JobTracker:
             fields["log"] = log
         events = [("record", self.job.record(s, "failed", f"{reason} {where}", **fields), None) for s in failing]
         rest = [s for s in left if s not in failing]
-        return events, self.job.without(set(self.job.strategies) - set(rest)) if rest else None
+        return events, replace(self.job, strategies=rest) if rest else None
 
 
 class InProcess:
@@ -160,8 +160,9 @@ class LocalWorkers:
                     running.append(self._start(context, pending.popleft()))
                 wait([r.connection for r in running] + [r.process.sentinel for r in running], POLL_SECONDS)
                 for worker in list(running):
+                    alive = worker.process.is_alive()  # before draining: an ended worker's last records are read
                     self._drain(worker, handle)
-                    if worker.process.is_alive():
+                    if alive:
                         self._check_limits(worker)
                         continue
                     running.remove(worker)

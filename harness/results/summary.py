@@ -40,7 +40,8 @@ def stages(records: pd.DataFrame) -> pd.Series:
 def failure_reasons(records: pd.DataFrame, top: int = 12) -> pd.DataFrame:
     """The commonest reasons a model failed (one count per model), shortened to their first clause."""
     failed = records[records["status"] == "failed"].copy()
-    failed["reason"] = failed["reason"].str.replace(r"\s+", " ", regex=True).str.slice(0, 110)
+    failed["reason"] = (failed["reason"].str.replace(r"0x[0-9a-f]+", "0x...", regex=True)  # object addresses differ
+                        .str.replace(r"\s+", " ", regex=True).str.slice(0, 110))
     counts = failed.drop_duplicates(["model", "reason"]).groupby("reason")["model"].agg(["count", "first"])
     return counts.sort_values("count", ascending=False).head(top).rename(columns={"first": "e.g."})
 
