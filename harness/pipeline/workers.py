@@ -205,7 +205,7 @@ class LocalWorkers:
             resident = _resident_bytes(worker.process.pid)
             if resident > self.memory_limit:
                 worker.limit = (f"memory limit of {self.memory_limit / GIB:.1f} GiB exceeded "
-                                f"({resident / GIB:.1f} GiB resident)")
+                                f"({resident / GIB:.2f} GiB resident)")
         if worker.limit:
             with contextlib.suppress(psutil.NoSuchProcess):
                 for child in psutil.Process(worker.process.pid).children(recursive=True):
