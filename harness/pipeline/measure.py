@@ -26,7 +26,6 @@ from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
 
 
-
 @dataclass
 class Job:
     """One model's measurements on one target."""
