@@ -17,16 +17,19 @@ from harness.results.gate import DEFAULT_THRESHOLDS
 PROGRAM = "layoutbench"
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
-    return int(text)
+def _whole_number(minimum: int):
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
+        return int(text)
+
+    return parse
 
 
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
-    return int(text)
+_positive = _whole_number(1)
+_count = _whole_number(0)
 
 
 def _gibibytes(text: str) -> int:

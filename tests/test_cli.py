@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import models
 from harness import cli
 from harness.results.store import RecordStore, load, to_long
 from harness.targets import get_target
 from harness.pipeline.sweep import run_sweep
-from harness.pipeline.model import pipeline
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 REQUIRED_KEYS = {

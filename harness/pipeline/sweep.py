@@ -22,7 +22,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import models
 import strategies
