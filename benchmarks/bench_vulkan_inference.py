@@ -4,7 +4,10 @@ Needs a runtime (``LAYOUTBENCH_ET_RUNNER`` or pybindings with VulkanBackend); wi
 ``setup`` raises NotImplementedError, which asv reports as skipped. asv re-runs ``setup``
 before every timed call, so the program is lowered once per process (``_program``) and
 ``setup`` only loads it. With pybindings one ``execute`` is timed; an executor_runner is
-timed as one process running one inference (program load included).
+timed as one process running one inference (program load included). With an
+executor_runner built with the event tracer, ``track_gpu_dispatch_ms`` also records the
+summed GPU time of one inference's dispatches (its ETDump): on a shared machine the
+steadier number of the two.
 """
 
 import functools
@@ -13,6 +16,7 @@ from pathlib import Path
 
 from benchmarks._zoo import BENCH_MODELS
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.dispatches import gpu_summary, node_map, read_dispatches
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, Pybindings, find_runtime
 from harness.targets.vulkan.targets import measure_vulkan
 from strategies import list_strategies
@@ -20,9 +24,14 @@ from strategies import list_strategies
 STRATEGIES = list_strategies()
 
 
+GPU_RUNS = 5  # inferences whose median dispatch times make one track_gpu_dispatch_ms sample
+
+
 @functools.cache
-def _program(model: str, strategy: str) -> bytes:
-    return measure_vulkan(pipeline(model).vulkan_lowering, strategy, {})
+def _program(model: str, strategy: str) -> tuple[bytes, dict]:
+    """The program and its node map (which node each dispatch is for)."""
+    lowered, pte = measure_vulkan(pipeline(model).vulkan_lowering, strategy, {})
+    return pte, node_map(lowered)
 
 
 class VulkanInference:
@@ -38,7 +47,8 @@ class VulkanInference:
         if self.runtime is None:
             raise NotImplementedError(NO_RUNTIME_REASON)
         self.pte = Path(self.workdir.name) / "program.pte"
-        self.pte.write_bytes(_program(model, strategy))
+        program, self.nodes = _program(model, strategy)
+        self.pte.write_bytes(program)
         self.inputs = list(pipeline(model).exported.example_inputs[0])
         if isinstance(self.runtime, Pybindings):
             from executorch.runtime import Runtime
@@ -62,3 +72,15 @@ class VulkanInference:
 
     def peakmem_vulkan_inference(self, model, strategy):
         self._infer()
+
+    def track_gpu_dispatch_ms(self, model, strategy):
+        if isinstance(self.runtime, Pybindings):
+            raise NotImplementedError("GPU dispatch times are read from an executor_runner's ETDump")
+        workdir = Path(self.workdir.name)
+        self.runtime.execute(self.pte, self.input_files, GPU_RUNS, workdir)
+        if not (workdir / "model.etdump").exists():
+            raise NotImplementedError("the executor_runner wrote no ETDump: build it with "
+                                      "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON")
+        return gpu_summary(read_dispatches(workdir / "model.etdump", self.nodes))["gpu_dispatch_ms"]
+
+    track_gpu_dispatch_ms.unit = "ms"

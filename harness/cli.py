@@ -67,11 +67,15 @@ def _add_sweep_arguments(command, required: bool) -> None:
     workers.add_argument("--memory-limit", type=_gibibytes, metavar="GIB",
                          help="resident memory per worker (its children included); on Ray, also what a task "
                          "reserves (default 4)")
-    running = command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)")
-    running.add_argument("--et-runner", help="executor_runner built with Vulkan (default: $LAYOUTBENCH_ET_RUNNER, "
-                         "else ExecuTorch pybindings if they have VulkanBackend)")
-    running.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
-    running.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
+    _add_runtime_arguments(command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)"))
+
+
+def _add_runtime_arguments(group) -> None:
+    group.add_argument("--et-runner", help="executor_runner built with Vulkan (and the event tracer, for GPU times); "
+                       "default: $LAYOUTBENCH_ET_RUNNER, executor_runner on PATH, the cache's runtime/, else "
+                       "ExecuTorch pybindings if they have VulkanBackend")
+    group.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
+    group.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
 
 
 def _add_gate_arguments(command, required: bool) -> None:
@@ -117,6 +121,36 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--vs", help="a second strategy: where the two disagree")
     explain.add_argument("--format", choices=("table", "json"), default="table")
     explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
+
+    profile = commands.add_parser(
+        "profile", help="where one strategy's program spends GPU time (ET-VK ETDump), per operator and "
+        "representation; with --vs, what another strategy's choices change")
+    profile.add_argument("model")
+    profile.add_argument("--strategy", required=True)
+    profile.add_argument("--vs", help="a second strategy to compare with")
+    profile.add_argument("--out", default="results", help="results directory the runs are kept in (reused "
+                         "while nothing changed; default: %(default)s)")
+    profile.add_argument("--fresh", action="store_true", help="run again even if the results directory has the runs")
+    profile.add_argument("--chart", help="bar chart file (default: OUT/profile-MODEL-STRATEGY[-vs-OTHER].png)")
+    profile.add_argument("--top", type=_positive, default=10, help="dispatches in the top list (default 10)")
+    profile.add_argument("--format", choices=("table", "json"), default="table")
+    _add_runtime_arguments(profile)
+    profile.add_argument("--workers", type=_count, default=None, help="as for run (0: in this process)")
+
+    costs = commands.add_parser(
+        "costs", help="GPU time per output element of each operator in each representation, from the ETDumps of "
+        "vulkan-run results; several results directories (runs of one sweep) give the spread between runs")
+    costs.add_argument("results", nargs="+", help="results directories written by run --target vulkan-run")
+    costs.add_argument("--out", help="also write the table here (.csv, or .json)")
+    costs.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+    remote = commands.add_parser(
+        "import-remote", help="records of programs run on another machine by harness/targets/vulkan/remote.py")
+    remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
+    remote.add_argument("archive", help="the tar remote.py wrote")
+    remote.add_argument("--out", required=True, help="results directory for that machine's records")
+    remote.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    remote.add_argument("--columns", help="table columns, as for run")
 
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
     report.add_argument("results", help="results directory written by run")
@@ -193,6 +227,37 @@ def _render_explanation(result: dict, output_format: str) -> str:
             if len(only_one) else "(none)",
         ]
     return "\n".join(lines)
+
+
+def _costs(args) -> int:
+    from harness.errors import UsageError
+    from harness.inspection.costs import cost_table, write
+    from harness.results.table import format_number
+
+    try:
+        table = cost_table(args.results)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    if args.out:
+        print(f"{PROGRAM}: cost table written to {write(table, args.out)}", file=sys.stderr)
+    if args.format == "table":
+        print(table.to_string(index=False, float_format=format_number))
+    else:
+        print(table.to_json(orient="records", indent=1) if args.format == "json" else table.to_csv(index=False))
+    return 0
+
+
+def _import_remote(args) -> int:
+    from harness.pipeline.remote_runs import import_remote
+
+    records = import_remote(args.results, args.archive, args.out)
+    print(_render(records, args.format, args.columns))
+    failed = [r for r in records if r["status"] == "failed"]
+    for record in failed:
+        print(f"{PROGRAM}: {record['model']} / {record['strategy']}: {record['reason']}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(records)} records of {records[0]['environment']['vulkan_device']} in {args.out}",
+          file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _report(args) -> int:
@@ -324,19 +389,16 @@ def _gate(args) -> int:
     return 1 if len(failing) else 0
 
 
-def _run(args) -> int:
+def _sweep(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> list[dict]:
+    """Measure (or reuse) models x strategies x targets into ``--out`` with a progress bar;
+    the records, in plan order, and one line saying what failed, was skipped and was reused."""
     from pathlib import Path
 
-    import models
-    import strategies
     from harness.pipeline.sweep import run_sweep, strategies_for
     from harness.pipeline.workers import Execution
     from harness.results.store import RecordStore, key, latest
-    from harness.targets import MeasureContext, RunSettings, resolve_targets
+    from harness.targets import MeasureContext, RunSettings
 
-    model_names = models.resolve_models(args.models, args.zoo)
-    strategy_names = strategies.resolve_strategies(args.strategies)
-    targets = resolve_targets(args.target)
     plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
     store = RecordStore(args.out)
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
@@ -351,19 +413,101 @@ def _run(args) -> int:
 
     order = {entry: i for i, entry in enumerate(plan)}
     records = sorted((r for r in latest(store.read()) if key(r) in order), key=lambda r: order[key(r)])
-    print(_render(records, args.format, args.columns))
-    failed = [r for r in records if r["status"] == "failed"]
     reasons: dict = {}
-    for record in failed:
-        place = (record["model"], record["target"], record["reason"])
-        reasons.setdefault(place, []).append(record["strategy"] or record["target"])
+    for record in records:
+        if record["status"] == "failed":
+            place = (record["model"], record["target"], record["reason"])
+            reasons.setdefault(place, []).append(record["strategy"] or record["target"])
     for (model, _, reason), which in reasons.items():
         print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
     for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
         print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
     print(f"{PROGRAM}: {len(records)} records in {store.path}: {measured} measured, {reused} reused "
           "(same identity: model, strategy and harness code, tool versions)", file=sys.stderr)
-    return 1 if failed else 0
+    return records
+
+
+def _run(args) -> int:
+    import models
+    import strategies
+    from harness.targets import resolve_targets
+
+    records = _sweep(args, models.resolve_models(args.models, args.zoo),
+                     strategies.resolve_strategies(args.strategies), resolve_targets(args.target))
+    print(_render(records, args.format, args.columns))
+    return 1 if any(r["status"] == "failed" for r in records) else 0
+
+
+def _profile(args) -> int:
+    from pathlib import Path
+
+    import models
+    import strategies
+    from harness.errors import UsageError
+    from harness.inspection import profile
+    from harness.targets.vulkan.dispatches import read_dispatches
+    from harness.targets.vulkan.targets import program_path, read_node_map
+
+    model = models.resolve_models(args.model)[0]
+    names = [args.strategy] + ([args.vs] if args.vs else [])
+    strategies.resolve_strategies(",".join(names))
+    args.ray = args.time_limit = args.memory_limit = None
+    records = _sweep(args, [model], names, ["vulkan-run"])
+    frames = {}
+    for record in records:
+        if record["status"] != "ok":
+            raise UsageError(f"{model} / {record['strategy']} on vulkan-run is {record['status']}: "
+                             f"{record['reason']}")
+        pte = program_path(Path(args.out), model, record["strategy"])
+        if not pte.with_suffix(".etdump").exists():
+            raise UsageError(f"{pte.with_suffix('.etdump')} is missing (the runtime wrote no ETDump, or it was "
+                             "deleted): build executor_runner with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run "
+                             "with --fresh")
+        frames[record["strategy"]] = read_dispatches(pte.with_suffix(".etdump"), read_node_map(pte))
+    first = frames[args.strategy]
+    result = {"model": model, "strategy": args.strategy, "summary": profile.summary(first),
+              "operators": profile.by_operator(first), "representations": profile.by_representation(first),
+              "top_dispatches": profile.top_dispatches(first, args.top)}
+    if args.vs:
+        result.update(vs=args.vs, vs_summary=profile.summary(frames[args.vs]),
+                      **profile.versus(first, frames[args.vs], (args.strategy, args.vs)))
+    chart = Path(args.chart or Path(args.out) / f"profile-{model}-{'-vs-'.join(names)}.png".replace(":", "."))
+    profile.chart(frames, f"{model}: GPU time per operator", chart)
+    print(f"{PROGRAM}: chart written to {chart}", file=sys.stderr)
+    print(_render_profile(result, args.format))
+    return 0
+
+
+def _render_profile(result: dict, output_format: str) -> str:
+    import pandas as pd
+
+    from harness.results.table import format_number
+
+    if output_format == "json":
+        return json.dumps(
+            {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
+            indent=1, default=str,
+        )
+
+    def headline(strategy: str, summary: dict) -> str:
+        return (f"{strategy}: {summary['gpu_ms']:.3f} ms of GPU dispatches per inference ({summary['dispatches']} "
+                f"dispatches); {summary['transitions']} transitions {summary['transition_ms']:.3f} ms = "
+                f"{100 * (summary['transition_share'] or 0):.2f} %")
+
+    def table(frame: pd.DataFrame) -> str:
+        return frame.to_string(index=False, float_format=format_number) if len(frame) else "(none)"
+
+    lines = [f"{result['model']} / {headline(result['strategy'], result['summary'])}", "",
+             "GPU time per operator:", table(result["operators"]), "",
+             "per operator and representation (inputs -> output):", table(result["representations"]), "",
+             "top dispatches:", table(result["top_dispatches"])]
+    if "vs" in result:
+        lines += ["", headline(result["vs"], result["vs_summary"]), "",
+                  f"per operator, {result['strategy']} -> {result['vs']} (delta > 0: slower under {result['vs']}):",
+                  table(result["operator_changes"]), "",
+                  f"nodes {result['vs']} represents differently ({result['representation_changes_ms']:+.3f} ms "
+                  "in all):", table(result["node_changes"])]
+    return "\n".join(lines)
 
 
 def _compare(args) -> int:
@@ -382,6 +526,7 @@ def _compare(args) -> int:
 
 
 COMMANDS = {"list": _list, "run": _run, "gate": _gate, "compare": _compare, "explain": _explain,
+            "profile": _profile, "costs": _costs, "import-remote": _import_remote,
             "report": _report, "cache": _cache, "dashboard": _dashboard}
 
 

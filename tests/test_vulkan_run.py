@@ -41,6 +41,10 @@ def xnnpack_program(tmp_path_factory):
 @pytest.fixture
 def no_runtime(monkeypatch):
     monkeypatch.delenv(runners.RUNNER_ENV, raising=False)
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / runners.RUNNER_NAME).exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    if runners.cached_runner().exists():
+        pytest.skip(f"this test needs a machine without ET-VK; this one has {runners.cached_runner()}")
     assert "VulkanBackend" not in runners.pybindings_backends(), "this test needs a machine without ET-VK"
 
 
@@ -81,7 +85,7 @@ def test_pybindings_measure_a_real_program(xnnpack_program, tmp_path):
     assert fields["iterations"] == 3
     assert 50e6 < fields["peak_rss_bytes"] < 8e9  # the child process: Python, torch, the program
     assert fields["max_abs_error"] < 1e-4 < fields["error_tolerance"]
-    assert fields["transition_time_share"] == 0.0  # ETDump read; an XNNPACK program has no clones
+    assert fields["gpu_dispatch_ms"] is None  # no node map: not an ET-VK program
 
 
 def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
@@ -151,11 +155,92 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
     assert (tmp_path / "programs" / "synthetic_small" / "bfs-downstream.pte").stat().st_size > 0
 
 
-@pytest.mark.skipif(not os.environ.get(runners.RUNNER_ENV), reason=f"{runners.RUNNER_ENV} is not set")
-def test_real_executor_runner_runs_every_strategy(tmp_path):
-    records = run_sweep(["synthetic_small"], ["bfs-downstream", "bfs-refined"], "vulkan-run",
-                        RecordStore(tmp_path), context=MeasureContext(tmp_path, run_settings=SETTINGS)).records
+def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):
+    """remote.py, as a plain script (it imports nothing of ours but device.py), on a results
+    directory's programs; a program the runner cannot run is reported, not fatal."""
+    import subprocess
+    import tarfile
+
+    path, exported = xnnpack_program
+    good = tmp_path / "results" / "programs" / "m" / "s.pte"
+    good.parent.mkdir(parents=True)
+    shutil.copy(path, good)
+    runners.ExecutorRunner.write_inputs(list(exported.example_inputs[0]), good.with_suffix(".inputs"))
+    (good.parent / "broken.pte").write_bytes(b"not a program")
+    script = Path(runners.__file__).with_name("remote.py")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "results"), str(stand_in_runner),
+                           str(tmp_path / "out.tar"), "--iterations", "2", "--repeats", "2"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / "out.tar") as archive:
+        summary = json.load(archive.extractfile("remote.json"))
+    assert len(summary["programs"]["programs/m/s.pte"]["latencies_ms"]) == 2
+    assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
+    assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2}
+
+
+@pytest.fixture
+def real_runner():
+    """An executor_runner wherever one is found (flag aside: env, PATH, the cache)."""
+    runtime = runners.find_runtime(None)
+    if not isinstance(runtime, runners.ExecutorRunner):
+        pytest.skip(f"no executor_runner here: {runners.NO_RUNTIME_REASON}")
+    return runtime
+
+
+def test_real_runtime_with_a_relative_results_directory(tmp_path, monkeypatch, real_runner, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream,all-width-packed",
+                     "--target", "vulkan-run", "--out", "results", "--iterations", "2", "--format", "json"])
+    records = json.loads(capsys.readouterr().out)
+    assert code == 0
     for record in records:
         assert record["status"] == "ok", record["reason"]
         assert record["runtime"] == "executor_runner"
+        assert record["environment"]["vulkan_device"]
         assert record["max_abs_error"] <= record["error_tolerance"]
+        assert 0 < record["transition_gpu_ms"] < record["gpu_dispatch_ms"]
+        etdump = Path("results/programs/synthetic_small") / f"{record['strategy']}.etdump"
+        assert etdump.stat().st_size > 0
+
+
+def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsys):
+    results = tmp_path / "results"
+    code = cli.main(["profile", "synthetic_small", "--strategy", "bfs-downstream", "--vs", "all-width-packed",
+                     "--out", str(results), "--iterations", "2", "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert result["summary"]["transitions"] == 9 and result["vs_summary"]["transitions"] == 13
+    assert (results / "profile-synthetic_small-bfs-downstream-vs-all-width-packed.png").stat().st_size > 0
+
+    from harness.pipeline.remote_runs import import_remote
+    from harness.targets.vulkan.remote import run_programs
+
+    run_programs(results, real_runner.path, tmp_path / "remote.tar", warmup=1, iterations=2, repeats=2)
+    imported = import_remote(results, tmp_path / "remote.tar", tmp_path / "remote")
+    assert {r["strategy"] for r in imported} == {"bfs-downstream", "all-width-packed"}
+    local = {r["strategy"]: r for r in RecordStore(results).read()}
+    for record in imported:
+        assert record["status"] == "ok" and record["max_abs_error"] is None
+        assert record["identity"] != local[record["strategy"]]["identity"]
+        assert record["transitions"] == local[record["strategy"]]["transitions"]
+        assert 0 < record["transition_time_share"] < 1
+
+
+def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):
+    """profile and costs read the program, node map and ETDump beside a record: a record
+    (from this directory or the record cache) whose files are not here is measured again."""
+    from harness.targets import get_target
+    from harness.targets.vulkan.targets import program_path
+
+    target, context = get_target("vulkan-run"), MeasureContext(tmp_path)
+    record = {"model": "m", "strategy": "s", "gpu_dispatch_ms": 1.0}
+    assert not target.reusable(record, context)
+    pte = program_path(tmp_path, "m", "s")
+    pte.parent.mkdir(parents=True)
+    for suffix in (".pte", ".nodes.json"):
+        pte.with_suffix(suffix).write_bytes(b"kept")
+    assert not target.reusable(record, context)  # its ETDump is gone
+    assert target.reusable({**record, "gpu_dispatch_ms": None}, context)  # a runner without the event tracer
+    pte.with_suffix(".etdump").write_bytes(b"kept")
+    assert target.reusable(record, context)

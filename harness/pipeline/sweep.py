@@ -61,7 +61,7 @@ def _write_log(store: RecordStore, record: dict, trace: str) -> str:
     return str(path.resolve())
 
 
-def _identity(model: str, model_digest: str, strategy: str | None, strategy_digest: str | None, target: str,
+def identity_fields(model: str, model_digest: str, strategy: str | None, strategy_digest: str | None, target: str,
               environment: dict, harness_digest: str) -> dict:
     """Everything a record's numbers depend on, and its digest (the record's ``identity``)."""
     fields = {
@@ -148,10 +148,10 @@ def run_sweep(
             continue
         model_digest = models.source_digest(model_name)
         for strategy in chosen:
-            identity = _identity(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
+            identity = identity_fields(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
                                  environment, harness_digest)
             reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
-            if reused is None:
+            if reused is None or not target.reusable(reused, context):
                 job.strategies.append(strategy)
                 job.identities[strategy] = identity
                 continue

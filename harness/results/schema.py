@@ -82,8 +82,11 @@ METRICS = {m.name: m for m in (
     _timing("max_abs_error", "Max abs error vs eager PyTorch", unit="error", heading="max error", report=True),
     Metric("error_tolerance", "error", "Allowed max abs error", better=None, deterministic=False),
     Metric("top1_match", "bool", "Top-1 class agrees with eager PyTorch", better="higher", deterministic=False),
-    _timing("transition_time_share", "Share of GPU time in transitions", unit="fraction", heading="trans. time",
-            report=True),
+    _timing("gpu_dispatch_ms", "GPU time of one inference's dispatches (ETDump)", unit="ms", heading="gpu",
+            chart=True, report=True),
+    _timing("transition_gpu_ms", "GPU time of the transitions' dispatches", unit="ms"),
+    _timing("transition_time_share", "Share of GPU dispatch time in transitions", unit="fraction",
+            heading="trans. time", report=True),
     # Arm targets
     _timing("lowering_seconds", "Lowering (Arm flows)"),
     Metric("tosa_ops", "count", "TOSA operators", better=None, heading="tosa ops", report=True),

@@ -61,6 +61,12 @@ class Target:
                                run_settings=dataclasses.asdict(context.run_settings))
         return environment
 
+    def reusable(self, record: dict, context: "MeasureContext") -> bool:
+        """Whether a record of the planned identity (from the results directory or the record
+        cache) can stand for a new measurement in ``context``: a target that keeps files
+        beside its records (programs, ETDumps) says no where they are missing."""
+        return True
+
     def prepare(self, context: MeasureContext) -> None:
         """Check once per sweep that this host can measure; raise TargetUnavailableError
         (every record skipped, with its message) or a UsageError (a bad option)."""

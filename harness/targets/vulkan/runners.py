@@ -12,13 +12,10 @@ Both run the program in a child process, so its peak resident memory is that pro
 alone (``os.wait4``), and both return the same :class:`RunResult`.
 """
 
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +24,8 @@ import torch
 from harness.cache import cache_root
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
+from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
+from harness.targets.vulkan.remote import run_child, runner_command, time_runner
 from strategies.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
@@ -58,18 +57,7 @@ class RunResult:
 
 
 def _run_child(command: list[str], cwd: Path, label: str) -> tuple[float, int]:
-    """Run one child process; returns (wall seconds, its peak RSS in bytes)."""
-    start = time.perf_counter()
-    with open(cwd / "stderr.txt", "wb") as stderr:
-        child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    lines = [line for line in (cwd / "stderr.txt").read_text(errors="replace").splitlines() if line.strip()]
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        last = lines[-1].strip() if lines else "no message"
-        raise RuntimeFailure(f"{label} exited with {code}: {last}")
-    return wall, usage.ru_maxrss * 1024
+    return run_child(command, cwd, label, RuntimeFailure)
 
 
 class ExecutorRunner:
@@ -85,6 +73,7 @@ class ExecutorRunner:
     @staticmethod
     def write_inputs(inputs: list, workdir: Path) -> list[str]:
         """Each input's raw bytes in its own file, as ``--inputs`` expects."""
+        workdir.mkdir(parents=True, exist_ok=True)
         paths = []
         for index, tensor in enumerate(inputs):
             path = workdir / f"input-{index}.bin"
@@ -94,32 +83,16 @@ class ExecutorRunner:
 
     def execute(self, pte: Path, input_files: list[str], count: int, workdir: Path) -> tuple[float, int]:
         """One runner process doing ``count`` inferences: (wall seconds, peak RSS bytes)."""
-        return _run_child([
-            str(self.path), f"--model_path={pte}", f"--inputs={','.join(input_files)}",
-            f"--num_executions={count}", f"--output_file={workdir / 'output'}",
-            "--print_output=none", f"--etdump_path={workdir / 'model.etdump'}",
-        ], workdir, f"executor_runner {self.path}")
+        return _run_child(runner_command(self.path, pte, input_files, count, workdir), workdir,
+                          f"executor_runner {self.path}")
 
     def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
         # The runner starts in workdir: a relative path would be read from there, not from here.
         pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         input_files = self.write_inputs(inputs, workdir)
         etdump = workdir / "model.etdump"
-
-        def execute(count: int) -> tuple[float, int]:
-            return self.execute(pte, input_files, count, workdir)
-
-        # A Release build prints no timing: one inference = the wall-clock difference
-        # between N + 1 executions and 1, divided by N (load and set-up cancel out).
-        peak = 0
-        for _ in range(settings.warmup):
-            peak = max(peak, execute(1)[1])
-        latencies = []
-        for _ in range(settings.repeats):
-            one, rss_one = execute(1)
-            many, rss_many = execute(settings.iterations + 1)
-            peak = max(peak, rss_one, rss_many)
-            latencies.append(max(0.0, many - one) / settings.iterations * 1000)
+        latencies, peak = time_runner(lambda count: self.execute(pte, input_files, count, workdir),
+                                      settings.warmup, settings.iterations, settings.repeats)
         # The runner writes each output's raw bytes to <base>-<index>.bin.
         outputs = [
             torch.frombuffer(bytearray((workdir / f"output-{i}.bin").read_bytes()), dtype=like.dtype).reshape(like.shape)
@@ -173,40 +146,11 @@ def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
     return None
 
 
-TRANSITION_OPERATOR = "aten.clone.default"
-TOTAL_EVENTS = ("ETVK_COMPUTE_GRAPH_EXECUTE", "Method::execute")
-
-
-def _operator_name(event_name: str) -> str | None:
-    """ET-VK names its dispatch events with JSON carrying the operator's name."""
-    try:
-        event = json.loads(event_name)
-    except (TypeError, ValueError):
-        return None
-    if not isinstance(event, dict):
-        return None
-    operator = event.get("operator")
-    return operator.get("name") if isinstance(operator, dict) else event.get("operator.name")
-
-
-def transition_time_share(etdump: Path) -> float | None:
-    """Share of the execution spent in clone dispatches, read with ExecuTorch's Inspector;
-    None where the ETDump has no total to divide by."""
-    from executorch.devtools import Inspector
-
-    frame = Inspector(etdump_path=str(etdump)).to_dataframe()
-    times = frame.set_index("event_name")["avg (ms)"]
-    total = next((float(times[name].max()) for name in TOTAL_EVENTS if name in times.index), None)
-    if not total:
-        return None
-    clones = [t for name, t in times.items() if _operator_name(name) == TRANSITION_OPERATOR]
-    return float(sum(clones)) / total
-
-
 def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
-                workdir: Path, own_clones: bool = False) -> dict:
+                workdir: Path, nodes: dict | None = None) -> dict:
     """Run ``pte`` and compare with ``eager`` on ``inputs``; the record fields of one run.
-    ``own_clones``: the program has clones of its own, so clone time is not all transitions."""
+    ``nodes``: the program's node map (``dispatches.node_map``); with it and an ETDump, GPU
+    time is attributed by node and the ETDump is kept as ``<pte>.etdump``."""
     reference = eager_outputs(eager, inputs)
     workdir.mkdir(parents=True, exist_ok=True)
     result = runtime.run(pte, list(inputs), reference, settings, workdir)
@@ -217,9 +161,13 @@ def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
         "peak_rss_bytes": result.peak_rss_bytes,
         "max_abs_error": error,
         "error_tolerance": tolerance(reference),
-        "transition_time_share": None
-        if result.etdump is None or own_clones
-        else transition_time_share(result.etdump),
+        "gpu_dispatch_ms": None,
+        "transition_gpu_ms": None,
+        "transition_time_share": None,
         "runtime": runtime.name,
     }
+    if result.etdump is not None and nodes is not None:
+        kept = Path(pte).with_suffix(".etdump")
+        shutil.copyfile(result.etdump, kept)
+        fields.update(gpu_summary(read_dispatches(kept, nodes)))
     return fields

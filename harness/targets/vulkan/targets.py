@@ -1,6 +1,7 @@
 """The Vulkan (ET-VK) targets: ``vulkan`` (the lowering: transitions, memory, partitions)
 and ``vulkan-run`` (the same, then the program run on an ET-VK runtime)."""
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -10,13 +11,15 @@ from harness.errors import TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.lowering import VulkanLowering
-from harness.targets.vulkan.runners import NO_RUNTIME_REASON, find_runtime, measure_run
+from harness.targets.vulkan.device import vulkan_device
+from harness.targets.vulkan.dispatches import node_map
+from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
+from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, measure_run
 
 
-def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -> bytes:
+def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, bytes]:
     """Finish the lowering with one strategy, validate, serialize and measure it into
-    ``fields``; returns the program."""
+    ``fields``; returns the lowered program and its .pte."""
     strategy_cls = strategies.get_strategy(strategy_name)
     lowered = lowering.lower(strategy_cls)
     validator.validate(lowered)
@@ -41,13 +44,29 @@ def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -
         "own_clones": metrics.own_clone_count(lowered),
     })
     fields.update(strategies.summarize(strategy_cls, [p.layout_pass for p in lowered.partitions]))
-    return pte
+    return lowered, pte
 
 
 def program_path(results_dir: Path, model: str, strategy: str) -> Path:
-    """Where a strategy's program for a model is kept: ``RESULTS/programs/<model>/<strategy>.pte``."""
+    """Where a strategy's program for a model is kept: ``RESULTS/programs/<model>/<strategy>.pte``,
+    with its node map (``.nodes.json``) and, once run, its ETDump (``.etdump``) beside it."""
     safe = strategy.replace(":", ".").replace("/", "_")
     return Path(results_dir) / "programs" / model.replace("/", "_") / f"{safe}.pte"
+
+
+def write_program(path: Path, lowered: LoweredProgram, pte: bytes, inputs: tuple) -> Path:
+    """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
+    them (``.inputs/``, for ``remote.py``); a stale ETDump of an earlier program goes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".etdump").unlink(missing_ok=True)
+    path.write_bytes(pte)
+    path.with_suffix(".nodes.json").write_text(json.dumps(node_map(lowered)))
+    ExecutorRunner.write_inputs(list(inputs), path.with_suffix(".inputs"))
+    return path
+
+
+def read_node_map(path: Path) -> dict:
+    return json.loads(Path(path).with_suffix(".nodes.json").read_text())
 
 
 @register_target("vulkan")
@@ -72,7 +91,8 @@ class VulkanRun(Vulkan):
     """The lowering, then its program run on an ET-VK runtime and compared with eager PyTorch."""
 
     metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations",
-               "peak_rss_bytes", "max_abs_error", "error_tolerance", "transition_time_share")
+               "peak_rss_bytes", "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms",
+               "transition_time_share")
     runs_programs = True
 
     def prepare(self, context: MeasureContext) -> None:
@@ -81,17 +101,26 @@ class VulkanRun(Vulkan):
             raise TargetUnavailableError(NO_RUNTIME_REASON)
 
     def environment(self, context: MeasureContext) -> dict:
-        """The runtime too: an executor_runner by the digest of its binary."""
+        """The runtime too (an executor_runner by the digest of its binary) and the Vulkan
+        device it runs on: a record measured on another GPU is another record."""
         path = getattr(self.runtime, "path", None)
         runtime = f"{self.runtime.name}:{file_digest(path)}" if path else self.runtime.name
-        return {**super().environment(context), "runtime": runtime}
+        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device()}
+
+    def reusable(self, record: dict, context: MeasureContext) -> bool:
+        """Only where its program, node map and (if it had one) ETDump are in this results
+        directory: profile and costs read them."""
+        path = program_path(context.results_dir, record["model"], record["strategy"])
+        kept = [path, path.with_suffix(".nodes.json")]
+        if record.get("gpu_dispatch_ms") is not None:
+            kept.append(path.with_suffix(".etdump"))
+        return all(p.exists() for p in kept)
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
-        pte = measure_vulkan(model.vulkan_lowering, strategy, fields)
-        path = program_path(context.results_dir, model.name, strategy)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pte)
+        lowered, pte = measure_vulkan(model.vulkan_lowering, strategy, fields)
         exported = model.exported
+        path = write_program(program_path(context.results_dir, model.name, strategy), lowered, pte,
+                             exported.example_inputs[0])
         with tempfile.TemporaryDirectory() as workdir:
             fields.update(measure_run(self.runtime, path, exported.module(), exported.example_inputs[0],
-                                      context.run_settings, Path(workdir), fields["own_clones"] > 0))
+                                      context.run_settings, Path(workdir), read_node_map(path)))

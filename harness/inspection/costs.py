@@ -1,0 +1,74 @@
+"""The per-operator cost table: GPU time per output element of every operator kind in each
+representation the strategies gave it, read from the ETDumps vulkan-run keeps.
+
+Each results directory is one run: per (device, operator, input representations, output
+representation) its time per element is the summed GPU time of those dispatches over their
+summed output elements, over every model and strategy of the run. Given several runs of the
+same sweep, the table keeps the median over runs and their spread, (max - min) / median:
+how far one run's number can be trusted. It is what a strategy that minimises time rather
+than transitions would be built on.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.inspection.profile import by_representation, operator_kinds
+from harness.results.store import RecordStore, latest
+from harness.targets.vulkan.dispatches import STAGING, read_dispatches
+from harness.targets.vulkan.targets import program_path, read_node_map
+
+KEY = ["device", "operator", "inputs", "output"]
+
+
+def run_dispatches(results_dir: Path) -> pd.DataFrame:
+    """Every dispatch of every ok vulkan-run record with an ETDump, with its model, strategy
+    and device."""
+    frames = []
+    for record in latest(RecordStore(results_dir).read()):
+        if record["target"] != "vulkan-run" or record["status"] != "ok":
+            continue
+        pte = program_path(results_dir, record["model"], record["strategy"])
+        if not pte.with_suffix(".etdump").exists():
+            continue
+        frame = read_dispatches(pte.with_suffix(".etdump"), read_node_map(pte))
+        device = (record.get("environment") or {}).get("vulkan_device") or "unknown"
+        frames.append(frame.assign(model=record["model"], strategy=record["strategy"], device=device))
+    if not frames:
+        raise FileNotFoundError(f"{results_dir} has no ok vulkan-run record with an ETDump: run "
+                                f"`layoutbench run --target vulkan-run --out {results_dir}` with an executor_runner "
+                                "built with the event tracer")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _one_run(dispatches: pd.DataFrame) -> pd.DataFrame:
+    # Nodes of different models share names: a node is (model, strategy, node). Staging
+    # copies belong to no node and no representation.
+    dispatches = dispatches[dispatches["operator"] != STAGING]
+    frame = dispatches.assign(node=dispatches["model"] + "/" + dispatches["strategy"] + "/" + dispatches["node"])
+    models = frame.assign(operator=operator_kinds(frame)).groupby(KEY, dropna=False)["model"].nunique()
+    tables = [by_representation(part).assign(device=device) for device, part in frame.groupby("device")]
+    return pd.concat(tables, ignore_index=True).join(models.rename("models"), on=KEY)
+
+
+def cost_table(results_dirs: list[Path]) -> pd.DataFrame:
+    """The cost table over one or more runs (results directories)."""
+    runs = [_one_run(run_dispatches(Path(d))).assign(run=i) for i, d in enumerate(results_dirs)]
+    every = pd.concat(runs, ignore_index=True)
+    grouped = every.groupby(KEY, dropna=False)
+    table = grouped.agg(ns_per_element=("ns_per_element", "median"), low=("ns_per_element", "min"),
+                        high=("ns_per_element", "max"), runs=("run", "nunique"), nodes=("nodes", "max"),
+                        models=("models", "max"), elements=("elements", "max"))
+    table["spread"] = (table["high"] - table["low"]) / table["ns_per_element"]
+    return table.drop(columns=["low", "high"]).sort_values(["device", "operator", "ns_per_element"]).reset_index()
+
+
+def write(table: pd.DataFrame, path: Path) -> Path:
+    """As CSV, or JSON records for a ``.json`` path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".json":
+        path.write_text(table.to_json(orient="records", indent=1))
+    else:
+        table.to_csv(path, index=False)
+    return path

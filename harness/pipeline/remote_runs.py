@@ -1,0 +1,75 @@
+"""Records of programs run on another machine by ``harness/targets/vulkan/remote.py``.
+
+The programs were made here by ``run --target vulkan-run`` (records, .pte, node maps,
+inputs); the other machine ran them and sent back a tar of ETDumps and ``remote.json``.
+Each ok vulkan-run record becomes a record of that machine: its latencies and peak memory,
+GPU time attributed by node from its ETDump, its Vulkan device and runner in the
+environment (so the identity differs from the local record's). Outputs are not compared
+there: ``max_abs_error`` is None and ``run_note`` says so.
+"""
+
+import json
+import shutil
+import statistics
+import tarfile
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.pipeline.sweep import identity_fields
+from harness.results.store import RecordStore, latest
+from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
+from harness.targets.vulkan.remote import REMOTE_SUMMARY
+from harness.targets.vulkan.targets import program_path, read_node_map
+
+RUN_FIELDS = ("latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations", "peak_rss_bytes",
+              "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share")
+
+
+def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
+    pte = program_path(out, record["model"], record["strategy"])
+    environment = {**record["environment"], "vulkan_device": summary["device"], "machine": summary["machine"],
+                   "runtime": f"executor_runner:{summary['runner_digest']}",
+                   "run_settings": {**summary["settings"]}}
+    fields = {k: v for k, v in record.items() if k not in RUN_FIELDS}
+    fields.update(identity_fields(record["model"], record["model_digest"], record["strategy"],
+                                  record["strategy_digest"], record["target"], environment, record["harness_digest"]))
+    if "error" in run:
+        fields.update(status="failed", reason=run["error"])
+        return fields
+    latencies = run["latencies_ms"]
+    fields.update(latency_ms_median=statistics.median(latencies), latency_ms_min=min(latencies),
+                  latency_ms_max=max(latencies), iterations=summary["settings"]["iterations"],
+                  peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
+                  run_note=f"run on {summary['machine']} ({summary['device']}) by remote.py; outputs not compared")
+    if run["etdump"]:
+        fields.update(gpu_summary(read_dispatches(pte.with_suffix(".etdump"), read_node_map(pte))))
+    return fields
+
+
+def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
+    """The records of ``archive`` (remote.py's tar of ``results``' programs) in ``out``."""
+    results, out = Path(results), Path(out)
+    if out.resolve() == results.resolve():
+        raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
+    with tarfile.open(archive) as tar:
+        summary = json.load(tar.extractfile(REMOTE_SUMMARY))
+        local = [r for r in latest(RecordStore(results).read())
+                 if r["target"] == "vulkan-run" and r["status"] == "ok"]
+        for record in local:
+            source = program_path(results, record["model"], record["strategy"])
+            target = program_path(out, record["model"], record["strategy"])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            shutil.copyfile(source.with_suffix(".nodes.json"), target.with_suffix(".nodes.json"))
+        tar.extractall(out, members=[m for m in tar.getmembers() if m.name.endswith(".etdump")], filter="data")
+    store = RecordStore(out)
+    imported = []
+    for record in local:
+        name = str(program_path(Path(), record["model"], record["strategy"]))
+        if name not in summary["programs"]:
+            continue
+        imported.append(_remote_record(record, summary["programs"][name], summary, out))
+        store.append(imported[-1])
+    if not imported:
+        raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")
+    return imported

@@ -1,0 +1,145 @@
+"""Where an ET-VK run's GPU time went: every dispatch of an ETDump, joined by delegate node
+id to the graph node it ran for.
+
+ET-VK names each dispatch event with JSON: the operator's name, its ``delegate_node_id``
+(VkGraphBuilder numbers the operator calls it serializes from 0, in graph order, getitem
+aside), the kernel and a dispatch id. Each delegate call has its own numbering, and the
+Inspector tells the calls apart by their instruction id. A *node map* written when a
+program is made (:func:`node_map`) says, per partition in execution order and node id,
+which graph node that is, whether the layout pass inserted it (a transition: the strategy's
+clones, not the model's own), the representations of its tensor inputs and output and its
+output's elements. With it, an ETDump is attributed without the lowered program at hand,
+also one that came back from another machine.
+"""
+
+import json
+import operator
+from pathlib import Path
+
+import executorch.backends.vulkan.utils as vk_utils
+import pandas as pd
+import torch
+
+from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.metrics import is_transition
+from strategies.representations import first_repr, op_name, repr_name
+
+STAGING = "staging"  # ET-VK's copies of inputs and outputs between the caller and the delegate
+DISPATCH_COLUMNS = ("partition", "node_id", "node", "operator", "kernel", "transition", "inputs", "output",
+                    "elements", "gpu_ms")
+
+
+def serialized_calls(partition: LoweredPartition) -> list[torch.fx.Node]:
+    """The graph nodes a partition's delegate runs, indexed by delegate node id."""
+    graph = partition.builder.program.graph_module.graph
+    calls = [n for n in graph.nodes if n.op == "call_function" and n.target != operator.getitem]
+    serialized = [call.name for call in partition.builder.chain]
+    if [op_name(n.target) for n in calls] != serialized:
+        raise AssertionError("VkGraphBuilder's operator calls are not the graph's call nodes in order")
+    return calls
+
+
+def _tensor_inputs(node: torch.fx.Node, program) -> list[str]:
+    """Representations of the activations a node reads (weights are prepacked by the operator)."""
+    names = []
+    for arg in node.all_input_nodes:
+        if vk_utils.is_param_node(program, arg) or first_repr(arg) is None:
+            continue
+        names.append(repr_name(first_repr(arg)))
+    return names
+
+
+def _elements(node: torch.fx.Node) -> int:
+    val = node.meta.get("val")
+    values = val if isinstance(val, (list, tuple)) else [val]
+    return sum(v.numel() for v in values if isinstance(v, torch.Tensor))
+
+
+def execution_order(lowered: LoweredProgram) -> list[int]:
+    """Partition indices in the order the program calls their delegates."""
+    by_payload = {p.result.processed_bytes: i for i, p in enumerate(lowered.partitions)}
+    program = lowered.edge_manager().exported_program()
+    order = []
+    for node in program.graph.nodes:
+        if node.op == "call_function" and "executorch_call_delegate" in op_name(node.target):
+            order.append(by_payload[getattr(program.graph_module, node.args[0].target).processed_bytes])
+    return order
+
+
+def node_map(lowered: LoweredProgram) -> dict:
+    """What each delegate node id of each partition is, as JSON-ready data."""
+    partitions = []
+    for index in execution_order(lowered):
+        partition = lowered.partitions[index]
+        program = partition.builder.program
+        nodes = []
+        for node in serialized_calls(partition):
+            output = first_repr(node)
+            nodes.append({
+                "node": node.name,
+                "operator": op_name(node.target),
+                "transition": is_transition(node, partition.prefix_node_names),
+                "inputs": _tensor_inputs(node, program),
+                "output": repr_name(output) if output is not None else None,
+                "elements": _elements(node),
+            })
+        partitions.append({"partition": index, "nodes": nodes})
+    return {"partitions": partitions}
+
+
+def _dispatch_event(name: str) -> dict | None:
+    """The JSON ET-VK names a dispatch event with, or None for other events."""
+    try:
+        event = json.loads(name)
+    except (TypeError, ValueError):
+        return None
+    return event if isinstance(event, dict) and "kernel_name" in event else None
+
+
+def read_dispatches(etdump: Path, nodes: dict) -> pd.DataFrame:
+    """One row per GPU dispatch of one inference: the node it ran for (``nodes``, a node map)
+    and its GPU time, the median over the inferences the ETDump holds. Input and output copies
+have no node: their operator is ``staging``."""
+    from executorch.devtools import Inspector
+
+    events = [
+        (event._instruction_id, dispatch, event.perf_data.raw)
+        for block in Inspector(etdump_path=str(etdump)).event_blocks
+        for event in block.events
+        if event.perf_data is not None and (dispatch := _dispatch_event(event.name)) is not None
+    ]
+    calls = sorted({instruction for instruction, _, _ in events})
+    if len(calls) != len(nodes["partitions"]):
+        raise ValueError(f"{etdump} has dispatches of {len(calls)} delegate calls; the program has "
+                         f"{len(nodes['partitions'])} partitions: is it this program's ETDump?")
+    rows = []
+    for instruction, dispatch, times in events:
+        call = calls.index(instruction)
+        partition = nodes["partitions"][call]
+        row = {"partition": partition["partition"], "kernel": dispatch["kernel_name"], "transition": False,
+               "gpu_ms": float(pd.Series(times).median())}
+        if "operator" not in dispatch:
+            # Copies between the caller's tensors and the delegate's, in and out: no node's.
+            rows.append({**row, "node_id": None, "node": dispatch["kernel_name"], "operator": STAGING,
+                         "inputs": "", "output": None, "elements": 0})
+            continue
+        node_id = dispatch["operator"]["delegate_node_id"]
+        node = partition["nodes"][node_id]
+        if node["operator"] != dispatch["operator"]["name"]:
+            raise ValueError(f"{etdump}: node {node_id} of delegate call {call} is {dispatch['operator']['name']} "
+                             f"in the ETDump but {node['operator']} in the program: is it this program's ETDump?")
+        rows.append({**row, "node_id": node_id, "node": node["node"], "operator": node["operator"],
+                     "transition": node["transition"], "inputs": ", ".join(node["inputs"]),
+                     "output": node["output"], "elements": node["elements"]})
+    return pd.DataFrame(rows, columns=list(DISPATCH_COLUMNS))
+
+
+def gpu_summary(frame: pd.DataFrame) -> dict:
+    """Record fields of one run's dispatches: their summed GPU time and the transitions' share."""
+    total = float(frame["gpu_ms"].sum())
+    transitions = float(frame.loc[frame["transition"], "gpu_ms"].sum())
+    return {
+        "gpu_dispatch_ms": total,
+        "transition_gpu_ms": transitions,
+        "transition_time_share": transitions / total if total else None,
+    }

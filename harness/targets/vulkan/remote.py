@@ -1,0 +1,130 @@
+"""Timing an ``executor_runner``, here and on machines without ExecuTorch's Python package.
+
+vulkan-run times its runner with :func:`time_runner`. The same code runs as a script
+(Python's standard library only) on a machine that has a runner and a GPU but no
+ExecuTorch, e.g. a GPU box reached through a job system::
+
+    python3 harness/targets/vulkan/remote.py RESULTS RUNNER OUT.tar [--warmup 1 --iterations 20 --repeats 3]
+
+It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
+them: each .pte with its inputs, ``.inputs/input-N.bin``) and writes one tar: each
+program's ETDump at its place under ``programs/`` and ``remote.json`` (latencies, peak
+memory, the Vulkan device, the machine). ``layoutbench import-remote`` turns it into
+records beside the ones of this machine.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+if __package__:
+    from harness.targets.vulkan.device import vulkan_device
+else:  # run as a script, where neither harness nor ExecuTorch is importable
+    from device import vulkan_device
+
+REMOTE_SUMMARY = "remote.json"
+
+
+def run_child(command: list[str], cwd: Path, label: str, failure: type = RuntimeError) -> tuple[float, int]:
+    """Run one child process; returns (wall seconds, its peak RSS in bytes). A non-zero
+    exit raises ``failure`` with the last line the child wrote to stderr."""
+    start = time.perf_counter()
+    with open(cwd / "stderr.txt", "wb") as stderr:
+        child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    lines = [line for line in (cwd / "stderr.txt").read_text(errors="replace").splitlines() if line.strip()]
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        last = lines[-1].strip() if lines else "no message"
+        raise failure(f"{label} exited with {code}: {last}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def runner_command(runner: Path, pte: Path, input_files: list[str], count: int, workdir: Path) -> list[str]:
+    """executor_runner's flags for ``count`` inferences; every path absolute, since the
+    runner starts in ``workdir``."""
+    return [
+        str(runner), f"--model_path={Path(pte).resolve()}", f"--inputs={','.join(input_files)}",
+        f"--num_executions={count}", f"--output_file={workdir / 'output'}", "--print_output=none",
+        f"--etdump_path={workdir / 'model.etdump'}",
+    ]
+
+
+def time_runner(execute, warmup: int, iterations: int, repeats: int) -> tuple[list[float], int]:
+    """(per-inference latencies in ms, one per repeat; peak RSS) of a runner that prints no
+    timing (a Release build): one inference = (wall(N + 1 executions) - wall(1)) / N, so
+    loading and set-up cancel out. ``execute(count)`` returns (wall seconds, peak RSS)."""
+    peak = 0
+    for _ in range(warmup):
+        peak = max(peak, execute(1)[1])
+    latencies = []
+    for _ in range(repeats):
+        one, rss_one = execute(1)
+        many, rss_many = execute(iterations + 1)
+        peak = max(peak, rss_one, rss_many)
+        latencies.append(max(0.0, many - one) / iterations * 1000)
+    return latencies, peak
+
+
+def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int) -> dict:
+    """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
+    programs = sorted((results / "programs").glob("*/*.pte"))
+    if not programs:
+        raise SystemExit(f"remote.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
+    summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
+               "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
+               "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats}, "programs": {}}
+    with tempfile.TemporaryDirectory() as scratch, tarfile.open(out, "w") as archive:
+        for index, pte in enumerate(programs):
+            name = str(pte.relative_to(results))
+            workdir = Path(scratch) / str(index)
+            workdir.mkdir()
+            inputs = sorted(pte.with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+
+            def execute(count: int) -> tuple[float, int]:
+                return run_child(runner_command(runner, pte, [str(p.resolve()) for p in inputs], count, workdir),
+                                 workdir, f"executor_runner on {name}")
+
+            try:
+                latencies, peak = time_runner(execute, warmup, iterations, repeats)
+            except RuntimeError as error:
+                summary["programs"][name] = {"error": str(error)}
+                print(f"remote.py: {name}: {error}", file=sys.stderr)
+                continue
+            etdump = workdir / "model.etdump"
+            summary["programs"][name] = {"latencies_ms": latencies, "peak_rss_bytes": peak, "etdump": etdump.exists()}
+            if etdump.exists():
+                archive.add(etdump, str(Path(name).with_suffix(".etdump")))
+            print(f"remote.py: [{index + 1}/{len(programs)}] {name}: {statistics.median(latencies):.3f} ms",
+                  file=sys.stderr, flush=True)
+        listing = Path(scratch) / REMOTE_SUMMARY
+        listing.write_text(json.dumps(summary, indent=1))
+        archive.add(listing, REMOTE_SUMMARY)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Time every program of a results directory with an executor_runner.")
+    parser.add_argument("results", type=Path)
+    parser.add_argument("runner", type=Path)
+    parser.add_argument("out", type=Path, help="tar file to write")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    run_programs(args.results.resolve(), args.runner.resolve(), args.out, args.warmup, args.iterations, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

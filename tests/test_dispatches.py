@@ -1,0 +1,149 @@
+"""GPU time attributed by node: node maps, ETDumps, profile tables and the cost table.
+
+``tests/data/etvk/`` holds two real ETDumps of synthetic_small (bfs-downstream and
+all-width-packed), written by an ET-VK executor_runner on Mesa's lavapipe with three
+inferences each, and the node maps vulkan-run wrote beside them.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+
+import strategies
+from harness.inspection import costs, profile
+from harness.pipeline.model import pipeline
+from harness.results.store import RecordStore, make_record
+from harness.targets.vulkan import metrics
+from harness.targets.vulkan.dispatches import STAGING, gpu_summary, node_map, read_dispatches
+from harness.targets.vulkan.targets import program_path
+
+DATA = Path(__file__).parent / "data" / "etvk"
+RECORDED = ("bfs-downstream", "all-width-packed")
+
+
+def recorded(strategy: str) -> pd.DataFrame:
+    return read_dispatches(DATA / f"{strategy}.etdump", json.loads((DATA / f"{strategy}.nodes.json").read_text()))
+
+
+@pytest.mark.parametrize("strategy", strategies.list_strategies())
+def test_node_map_marks_exactly_the_transitions(strategy):
+    lowered = pipeline("synthetic_small").vulkan_lowering.lower(strategies.get_strategy(strategy))
+    nodes = node_map(lowered)
+    transitions = [n["node"] for p in nodes["partitions"] for n in p["nodes"] if n["transition"]]
+    assert sorted(transitions) == sorted(t.node for t in metrics.transitions(lowered))
+    for partition in nodes["partitions"]:
+        for node in partition["nodes"]:
+            assert node["output"] is None or "/" in node["output"]
+            if node["transition"]:
+                assert node["operator"] == "aten.clone.default" and node["inputs"][0] != node["output"]
+
+
+@pytest.mark.parametrize("strategy", RECORDED)
+def test_the_node_map_of_the_recorded_programs_is_what_lowering_gives_today(strategy):
+    """The recorded ETDumps stay meaningful only while the same lowering gives the same nodes."""
+    lowered = pipeline("synthetic_small").vulkan_lowering.lower(strategies.get_strategy(strategy))
+    assert node_map(lowered) == json.loads((DATA / f"{strategy}.nodes.json").read_text())
+
+
+def test_transition_share_matches_a_count_by_hand():
+    """The ETDump read without the Inspector: every dispatch event's JSON name, its node id
+    checked against the node map's transitions; each dispatch's median over the three
+    inferences, summed."""
+    etdump = deserialize_from_etdump_flatcc((DATA / "bfs-downstream.etdump").read_bytes())
+    nodes = json.loads((DATA / "bfs-downstream.nodes.json").read_text())["partitions"][0]["nodes"]
+    transition_ids = {i for i, node in enumerate(nodes) if node["transition"]}
+    times: dict[str, list[float]] = {}
+    clone_dispatches = 0
+    runs = [run for run in etdump.run_data if run.name == "Execute"]
+    for run in runs:
+        for event in run.events:
+            name = event.profile_event.delegate_debug_id_str if event.profile_event else None
+            if not name or "kernel_name" not in name:
+                continue
+            dispatch = json.loads(name)
+            times.setdefault(name, []).append((event.profile_event.end_time - event.profile_event.start_time) / 1e6)
+            operator = dispatch.get("operator", {})
+            if operator.get("name") == "aten.clone.default" and operator["delegate_node_id"] in transition_ids:
+                clone_dispatches += 1
+    assert len(runs) == 3 and clone_dispatches == 9 * 3  # 9 transitions, one dispatch each, per inference
+    medians = {name: pd.Series(t).median() for name, t in times.items()}
+    by_hand = sum(m for name, m in medians.items()
+                  if json.loads(name).get("operator", {}).get("delegate_node_id") in transition_ids)
+    summary = gpu_summary(recorded("bfs-downstream"))
+    assert summary["transition_gpu_ms"] == pytest.approx(by_hand)
+    assert summary["gpu_dispatch_ms"] == pytest.approx(sum(medians.values()))
+    assert 0 < summary["transition_time_share"] < 1
+
+
+def test_dispatches_carry_their_node_and_representations():
+    frame = recorded("all-width-packed")
+    operators = frame[frame["operator"] != STAGING]
+    assert (operators["node_id"] >= 0).all() and operators["node"].str.len().gt(0).all()
+    assert set(frame.loc[frame["operator"] == STAGING, "kernel"].str.contains("nchw")) == {True}
+    transitions = frame[frame["transition"]]
+    assert transitions["node"].nunique() == 13
+    assert (transitions["inputs"] != transitions["output"]).all()
+
+
+def test_an_etdump_of_another_program_is_refused():
+    with pytest.raises(ValueError, match="is it this program's ETDump"):
+        read_dispatches(DATA / "bfs-downstream.etdump",
+                        json.loads((DATA / "all-width-packed.nodes.json").read_text()))
+
+
+def test_profile_tables_add_up():
+    frame = recorded("bfs-downstream")
+    operators = profile.by_operator(frame)
+    assert operators["share"].sum() == pytest.approx(1.0)
+    assert operators.set_index("operator").loc[profile.TRANSITION, "gpu_ms"] == pytest.approx(
+        gpu_summary(frame)["transition_gpu_ms"])
+    representations = profile.by_representation(frame)
+    assert representations["gpu_ms"].sum() == pytest.approx(frame["gpu_ms"].sum())
+    assert profile.top_dispatches(frame, 5)["gpu_ms"].is_monotonic_decreasing
+
+
+def test_versus_compares_the_same_nodes_in_other_representations(tmp_path):
+    first, second = recorded("bfs-downstream"), recorded("all-width-packed")
+    result = profile.versus(first, second, RECORDED)
+    changes = result["node_changes"]
+    assert len(changes) > 0
+    assert ((changes["inputs_bfs-downstream"] != changes["inputs_all-width-packed"])
+            | (changes["output_bfs-downstream"] != changes["output_all-width-packed"])).all()
+    kinds = result["operator_changes"].set_index("operator")
+    assert kinds.loc[profile.TRANSITION, "delta_ms"] == pytest.approx(
+        gpu_summary(second)["transition_gpu_ms"] - gpu_summary(first)["transition_gpu_ms"])
+    chart = profile.chart({"bfs-downstream": first, "all-width-packed": second}, "synthetic_small", tmp_path / "c.png")
+    assert chart.stat().st_size > 0
+
+
+def _results_dir(directory: Path, device: str) -> Path:
+    store = RecordStore(directory)
+    for strategy in RECORDED:
+        pte = program_path(directory, "synthetic_small", strategy)
+        pte.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in (".etdump", ".nodes.json"):
+            shutil.copyfile(DATA / f"{strategy}{suffix}", pte.with_suffix(suffix))
+        store.append(make_record("synthetic_small", strategy, "vulkan-run", "ok",
+                                 environment={"vulkan_device": device}))
+    return directory
+
+
+def test_cost_table_per_operator_and_representation_with_its_spread(tmp_path):
+    first = _results_dir(tmp_path / "one", "lavapipe")
+    table = costs.cost_table([first, first])
+    assert set(table["device"]) == {"lavapipe"}
+    assert (table["runs"] == 2).all() and (table["spread"] == 0).all()  # the same run twice
+    assert (table["ns_per_element"] > 0).all()
+    clones = table[table["operator"] == profile.TRANSITION]
+    assert len(clones) >= 2  # several (input -> output) representation pairs
+    assert costs.write(table, tmp_path / "costs.csv").read_text().startswith("device,operator")
+
+
+def test_cost_table_without_etdumps_says_what_to_run(tmp_path):
+    RecordStore(tmp_path).append(make_record("synthetic_small", "bfs-downstream", "vulkan", "ok"))
+    with pytest.raises(FileNotFoundError, match="--target vulkan-run"):
+        costs.cost_table([tmp_path])
