@@ -199,14 +199,19 @@ def _explain(args) -> int:
     return 0
 
 
-def _render_explanation(result: dict, output_format: str) -> str:
+def _tables_json(result: dict) -> str:
+    """A result whose values may be DataFrames, as JSON (each frame a list of rows)."""
     import pandas as pd
 
+    return json.dumps(
+        {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
+        indent=1, default=str,
+    )
+
+
+def _render_explanation(result: dict, output_format: str) -> str:
     if output_format == "json":
-        return json.dumps(
-            {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
-            indent=1, default=str,
-        )
+        return _tables_json(result)
     table = result["transitions"]
     lines = [
         f"{result['model']} / {result['strategy']}: {len(table)} transitions "
@@ -484,10 +489,7 @@ def _render_profile(result: dict, output_format: str) -> str:
     from harness.results.table import format_number
 
     if output_format == "json":
-        return json.dumps(
-            {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
-            indent=1, default=str,
-        )
+        return _tables_json(result)
 
     def headline(strategy: str, summary: dict) -> str:
         return (f"{strategy}: {summary['gpu_ms']:.3f} ms of GPU dispatches per inference ({summary['dispatches']} "

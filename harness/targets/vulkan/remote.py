@@ -4,7 +4,7 @@ vulkan-run times its runner with :func:`time_runner`. The same code runs as a sc
 (Python's standard library only) on a machine that has a runner and a GPU but no
 ExecuTorch, e.g. a GPU box reached through a job system::
 
-    python3 harness/targets/vulkan/remote.py RESULTS RUNNER OUT.tar [--warmup 1 --iterations 20 --repeats 3]
+    python3 harness/targets/vulkan/remote.py RESULTS RUNNER OUT.tar.gz [--warmup 1 --iterations 20 --repeats 3]
 
 It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
 them: each .pte with its inputs, ``.inputs/input-N.bin``) and writes one tar: each
@@ -60,10 +60,13 @@ def runner_command(runner: Path, pte: Path, input_files: list[str], count: int, 
     ]
 
 
-def time_runner(execute, warmup: int, iterations: int, repeats: int) -> tuple[list[float], int]:
+def time_runner(execute, warmup: int, iterations: int, repeats: int,
+                failure: type = RuntimeError) -> tuple[list[float], int]:
     """(per-inference latencies in ms, one per repeat; peak RSS) of a runner that prints no
     timing (a Release build): one inference = (wall(N + 1 executions) - wall(1)) / N, so
-    loading and set-up cancel out. ``execute(count)`` returns (wall seconds, peak RSS)."""
+    loading and set-up cancel out. ``execute(count)`` returns (wall seconds, peak RSS). A
+    repeat where N inferences took no longer than one is start-up noise, not a time: it is
+    left out, and ``failure`` is raised when every repeat was."""
     peak = 0
     for _ in range(warmup):
         peak = max(peak, execute(1)[1])
@@ -72,7 +75,12 @@ def time_runner(execute, warmup: int, iterations: int, repeats: int) -> tuple[li
         one, rss_one = execute(1)
         many, rss_many = execute(iterations + 1)
         peak = max(peak, rss_one, rss_many)
-        latencies.append(max(0.0, many - one) / iterations * 1000)
+        if many > one:
+            latencies.append((many - one) / iterations * 1000)
+    if not latencies:
+        raise failure(f"{iterations} more inferences never took longer than the runner's start-up varies: "
+                      "the program is too fast to time from outside with --iterations "
+                      f"{iterations}; raise it (GPU dispatch times from the ETDump are unaffected)")
     return latencies, peak
 
 
@@ -84,7 +92,7 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
     summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
                "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
                "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats}, "programs": {}}
-    with tempfile.TemporaryDirectory() as scratch, tarfile.open(out, "w") as archive:
+    with tempfile.TemporaryDirectory() as scratch, tarfile.open(out, "w:gz") as archive:
         for index, pte in enumerate(programs):
             name = str(pte.relative_to(results))
             workdir = Path(scratch) / str(index)
@@ -117,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Time every program of a results directory with an executor_runner.")
     parser.add_argument("results", type=Path)
     parser.add_argument("runner", type=Path)
-    parser.add_argument("out", type=Path, help="tar file to write")
+    parser.add_argument("out", type=Path, help="the gzipped tar to write (ETDumps compress well)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)

@@ -92,7 +92,7 @@ class ExecutorRunner:
         input_files = self.write_inputs(inputs, workdir)
         etdump = workdir / "model.etdump"
         latencies, peak = time_runner(lambda count: self.execute(pte, input_files, count, workdir),
-                                      settings.warmup, settings.iterations, settings.repeats)
+                                      settings.warmup, settings.iterations, settings.repeats, RuntimeFailure)
         # The runner writes each output's raw bytes to <base>-<index>.bin.
         outputs = [
             torch.frombuffer(bytearray((workdir / f"output-{i}.bin").read_bytes()), dtype=like.dtype).reshape(like.shape)
