@@ -52,8 +52,15 @@ def _one_run(dispatches: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_table(results_dirs: list[Path]) -> pd.DataFrame:
-    """The cost table over one or more runs (results directories)."""
-    runs = [_one_run(run_dispatches(Path(d))).assign(run=i) for i, d in enumerate(results_dirs)]
+    """The cost table over one or more runs (results directories), on the (model, strategy)
+    pairs every run measured, so that runs differ only by their noise."""
+    dispatches = [run_dispatches(Path(d)) for d in results_dirs]
+    pairs = [set(zip(frame["model"], frame["strategy"])) for frame in dispatches]
+    common = set.intersection(*pairs)
+    if not common:
+        raise FileNotFoundError(f"{', '.join(map(str, results_dirs))} have no (model, strategy) measured in all")
+    runs = [_one_run(frame[[pair in common for pair in zip(frame["model"], frame["strategy"])]]).assign(run=i)
+            for i, frame in enumerate(dispatches)]
     every = pd.concat(runs, ignore_index=True)
     grouped = every.groupby(KEY, dropna=False)
     table = grouped.agg(ns_per_element=("ns_per_element", "median"), low=("ns_per_element", "min"),
