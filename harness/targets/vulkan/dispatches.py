@@ -22,7 +22,7 @@ import torch
 
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.metrics import is_transition
-from strategies.representations import first_repr, op_name, repr_name
+from strategies.representations import first_repr, node_values, op_name, repr_name
 
 STAGING = "staging"  # ET-VK's copies of inputs and outputs between the caller and the delegate
 DISPATCH_COLUMNS = ("partition", "node_id", "node", "operator", "kernel", "transition", "inputs", "output",
@@ -50,9 +50,7 @@ def _tensor_inputs(node: torch.fx.Node, program) -> list[str]:
 
 
 def _elements(node: torch.fx.Node) -> int:
-    val = node.meta.get("val")
-    values = val if isinstance(val, (list, tuple)) else [val]
-    return sum(v.numel() for v in values if isinstance(v, torch.Tensor))
+    return sum(v.numel() for v in node_values(node) if isinstance(v, torch.Tensor))
 
 
 def execution_order(lowered: LoweredProgram) -> list[int]:
