@@ -116,7 +116,7 @@ def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand
                                  exported.example_inputs[0], SETTINGS, tmp_path / "work")
     assert fields["runtime"] == "executor_runner"
     assert fields["max_abs_error"] < 1e-4
-    assert fields["latency_ms_median"] >= 0 and fields["peak_rss_bytes"] > 0
+    assert fields["latency_ms_median"] > 0 and fields["peak_rss_bytes"] > 0
     assert fields["transition_time_share"] is None  # the stand-in writes no ETDump
 
 
@@ -174,9 +174,7 @@ def test_remote_script_times_every_program_of_a_results_directory(xnnpack_progra
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "out.tar") as archive:
         summary = json.load(archive.extractfile("remote.json"))
-    timed = summary["programs"]["programs/m/s.pte"]
-    # The stand-in is a Python process: its start-up can outweigh two tiny inferences.
-    assert 1 <= len(timed.get("latencies_ms", [])) <= 2 or "raise it" in timed["error"]
+    assert len(summary["programs"]["programs/m/s.pte"]["latencies_ms"]) == 2
     assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
     assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2}
 
