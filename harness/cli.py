@@ -136,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--format", choices=("table", "json"), default="table")
     _add_runtime_arguments(profile)
     profile.add_argument("--workers", type=_count, default=None, help="as for run (0: in this process)")
+    profile.set_defaults(ray=None, time_limit=None, memory_limit=None)  # run's other worker options, unset
 
     costs = commands.add_parser(
         "costs", help="GPU time per output element of each operator in each representation, from the ETDumps of "
@@ -450,13 +451,11 @@ def _profile(args) -> int:
     import strategies
     from harness.errors import UsageError
     from harness.inspection import profile
-    from harness.targets.vulkan.dispatches import read_dispatches
-    from harness.targets.vulkan.targets import program_path, read_node_map
+    from harness.targets.vulkan.targets import program_dispatches, program_path
 
     model = models.resolve_models(args.model)[0]
     names = [args.strategy] + ([args.vs] if args.vs else [])
     strategies.resolve_strategies(",".join(names))
-    args.ray = args.time_limit = args.memory_limit = None
     records = _sweep(args, [model], names, ["vulkan-run"])
     frames = {}
     for record in records:
@@ -468,7 +467,7 @@ def _profile(args) -> int:
             raise UsageError(f"{pte.with_suffix('.etdump')} is missing (the runtime wrote no ETDump, or it was "
                              "deleted): build executor_runner with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run "
                              "with --fresh")
-        frames[record["strategy"]] = read_dispatches(pte.with_suffix(".etdump"), read_node_map(pte))
+        frames[record["strategy"]] = program_dispatches(pte)
     first = frames[args.strategy]
     result = {"model": model, "strategy": args.strategy, "summary": profile.summary(first),
               "operators": profile.by_operator(first), "representations": profile.by_representation(first),
@@ -492,9 +491,9 @@ def _render_profile(result: dict, output_format: str) -> str:
         return _tables_json(result)
 
     def headline(strategy: str, summary: dict) -> str:
-        return (f"{strategy}: {summary['gpu_ms']:.3f} ms of GPU dispatches per inference ({summary['dispatches']} "
-                f"dispatches); {summary['transitions']} transitions {summary['transition_ms']:.3f} ms = "
-                f"{100 * (summary['transition_share'] or 0):.2f} %")
+        return (f"{strategy}: {summary['gpu_dispatch_ms']:.3f} ms of GPU dispatches per inference "
+                f"({summary['dispatches']} dispatches); {summary['transitions']} transitions "
+                f"{summary['transition_gpu_ms']:.3f} ms = {100 * (summary['transition_time_share'] or 0):.2f} %")
 
     def table(frame: pd.DataFrame) -> str:
         return frame.to_string(index=False, float_format=format_number) if len(frame) else "(none)"

@@ -15,8 +15,8 @@ import pandas as pd
 
 from harness.inspection.profile import by_representation, operator_kinds
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import STAGING, read_dispatches
-from harness.targets.vulkan.targets import program_path, read_node_map
+from harness.targets.vulkan.dispatches import STAGING
+from harness.targets.vulkan.targets import program_dispatches, program_path
 
 KEY = ["device", "operator", "inputs", "output"]
 
@@ -31,7 +31,7 @@ def run_dispatches(results_dir: Path) -> pd.DataFrame:
         pte = program_path(results_dir, record["model"], record["strategy"])
         if not pte.with_suffix(".etdump").exists():
             continue
-        frame = read_dispatches(pte.with_suffix(".etdump"), read_node_map(pte))
+        frame = program_dispatches(pte)
         device = (record.get("environment") or {}).get("vulkan_device") or "unknown"
         frames.append(frame.assign(model=record["model"], strategy=record["strategy"], device=device))
     if not frames:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.targets.vulkan.dispatches import STAGING
+from harness.targets.vulkan.dispatches import STAGING, gpu_summary
 
 TRANSITION = "transition"
 
@@ -48,11 +48,9 @@ def top_dispatches(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
 
 
 def summary(frame: pd.DataFrame) -> dict:
-    total = float(frame["gpu_ms"].sum())
-    transitions = frame[frame["transition"]]
-    return {"gpu_ms": total, "dispatches": len(frame), "transitions": int(transitions["node"].nunique()),
-            "transition_ms": float(transitions["gpu_ms"].sum()),
-            "transition_share": float(transitions["gpu_ms"].sum()) / total if total else None}
+    """The record's GPU fields of this run, with its dispatch and transition counts."""
+    return {**gpu_summary(frame), "dispatches": len(frame),
+            "transitions": int(frame.loc[frame["transition"], "node"].nunique())}
 
 
 def _per_node(frame: pd.DataFrame) -> pd.DataFrame:

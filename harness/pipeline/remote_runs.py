@@ -17,9 +17,9 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.pipeline.sweep import identity_fields
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
+from harness.targets.vulkan.dispatches import gpu_summary
 from harness.targets.vulkan.remote import REMOTE_SUMMARY
-from harness.targets.vulkan.targets import program_path, read_node_map
+from harness.targets.vulkan.targets import program_dispatches, program_path
 
 RUN_FIELDS = ("latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations", "peak_rss_bytes",
               "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share")
@@ -42,8 +42,13 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
                   peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
                   run_note=f"run on {summary['machine']} ({summary['device']}) by remote.py; outputs not compared")
     if run["etdump"]:
-        fields.update(gpu_summary(read_dispatches(pte.with_suffix(".etdump"), read_node_map(pte))))
+        fields.update(gpu_summary(program_dispatches(pte)))
     return fields
+
+
+def _name(record: dict) -> str:
+    """A record's program as remote.py names it: its path under the results directory."""
+    return str(program_path(Path(), record["model"], record["strategy"]))
 
 
 def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
@@ -54,7 +59,7 @@ def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
     with tarfile.open(archive) as tar:
         summary = json.load(tar.extractfile(REMOTE_SUMMARY))
         local = [r for r in latest(RecordStore(results).read())
-                 if r["target"] == "vulkan-run" and r["status"] == "ok"]
+                 if r["target"] == "vulkan-run" and r["status"] == "ok" and _name(r) in summary["programs"]]
         for record in local:
             source = program_path(results, record["model"], record["strategy"])
             target = program_path(out, record["model"], record["strategy"])
@@ -65,10 +70,7 @@ def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
     store = RecordStore(out)
     imported = []
     for record in local:
-        name = str(program_path(Path(), record["model"], record["strategy"]))
-        if name not in summary["programs"]:
-            continue
-        imported.append(_remote_record(record, summary["programs"][name], summary, out))
+        imported.append(_remote_record(record, summary["programs"][_name(record)], summary, out))
         store.append(imported[-1])
     if not imported:
         raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")

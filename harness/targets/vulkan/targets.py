@@ -12,7 +12,7 @@ from harness.results.provenance import file_digest
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.device import vulkan_device
-from harness.targets.vulkan.dispatches import node_map
+from harness.targets.vulkan.dispatches import node_map, read_dispatches
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, measure_run
 
@@ -67,6 +67,11 @@ def write_program(path: Path, lowered: LoweredProgram, pte: bytes, inputs: tuple
 
 def read_node_map(path: Path) -> dict:
     return json.loads(Path(path).with_suffix(".nodes.json").read_text())
+
+
+def program_dispatches(path: Path):
+    """The dispatches of the program at ``path``, from the ETDump and node map kept beside it."""
+    return read_dispatches(Path(path).with_suffix(".etdump"), read_node_map(path))
 
 
 @register_target("vulkan")
