@@ -2,7 +2,8 @@
 
 ``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind:
 ``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
-``records`` (measurements by identity), and the tools' ``npm`` and ``vgf-host`` folders.
+``records`` (measurements by identity), ``lowering-memory`` (asv's peak memory of lowering
+each model), and the tools' ``npm`` and ``vgf-host`` folders.
 
 A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
 reader never sees half an entry; a per-entry lock makes a second process that wants the
@@ -27,6 +28,7 @@ KINDS = {
     "exports": "torch.export programs of the models",
     "prefixes": "ET-VK lowerings up to the layout pass, shared by every strategy",
     "records": "measurements by identity, reused by any run, asv process or commit",
+    "lowering-memory": "peak memory of lowering each model (asv), by lowering identity",
     "npm": "the dashboard's scripts from the npm registry",
     "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools",
 }

@@ -433,7 +433,17 @@ def _sweep(args, model_names: list[str], strategy_names: list[str], targets: lis
     return records
 
 
+def _start_local_workers(args) -> None:
+    """Start the local workers' fork server before this process's own heavy imports, so
+    both import at once (see :mod:`harness.pipeline.fork_server`)."""
+    if args.workers != 0 and args.ray is None:
+        from harness.pipeline import fork_server
+
+        fork_server.start_early()
+
+
 def _run(args) -> int:
+    _start_local_workers(args)
     import models
     import strategies
     from harness.targets import resolve_targets
@@ -445,6 +455,7 @@ def _run(args) -> int:
 
 
 def _profile(args) -> int:
+    _start_local_workers(args)
     from pathlib import Path
 
     import models

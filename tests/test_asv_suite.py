@@ -64,9 +64,24 @@ def test_layout_pass_suite_times_the_real_pass_on_a_fresh_copy(monkeypatch):
             if node.op == "call_function" and "clone" in str(node.target)
         ]
         assert len(clones) == 9  # what the pinned pass inserts on synthetic_small, once per copy
-    memory = bench_layout_pass.Lowering()
-    memory.setup(cache, "synthetic_small")
-    memory.peakmem_lowering(cache, "synthetic_small")
+
+
+def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp_path):
+    from benchmarks import bench_layout_pass
+    from harness.pipeline import lowering_memory
+
+    monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small", "tests.user_models:data_dependent"])
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path))
+    bench = bench_layout_pass.Lowering()
+    peaks = bench.setup_cache()
+    bench.setup(peaks, "synthetic_small")
+    # a new process with torch, ExecuTorch and a lowering: hundreds of MiB, far from a GiB's tens
+    assert 200 << 20 < bench.track_peak_memory(peaks, "synthetic_small") < 8 << 30
+    with pytest.raises(NotImplementedError, match="failed to export"):
+        bench.setup(peaks, "tests.user_models:data_dependent")
+    monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small"])
+    monkeypatch.setattr(lowering_memory, "_measure", lambda name: pytest.fail("measured again"))
+    assert bench.setup_cache() == {"synthetic_small": peaks["synthetic_small"]}
 
 
 def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):

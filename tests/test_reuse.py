@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.pipeline.sweep import run_sweep
+from harness.pipeline.workers import Execution
 from harness.results import provenance
 from harness.results.store import RecordStore
 
@@ -110,3 +111,16 @@ def test_a_tool_version_change_measures_again(tmp_path, monkeypatch):
     again = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", store)
     assert len(again.measured) == 1
     assert again.measured[0]["environment"]["tools"]["highspy"] == "9.9.9"
+
+
+def test_a_failure_the_code_would_repeat_is_reused_with_its_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    crashes, in_process = "tests.user_strategies:Crashes", Execution(workers=0)
+    [failed] = run_sweep(["synthetic_small"], [crashes], "vulkan", RecordStore(tmp_path / "a"),
+                         execution=in_process).measured
+    assert failed["status"] == "failed" and failed["repeatable"] is True
+    again = run_sweep(["synthetic_small"], [crashes], "vulkan", RecordStore(tmp_path / "b"), execution=in_process)
+    [reused] = again.reused
+    assert not again.measured and reused["reason"] == failed["reason"] == "RuntimeError: a bug in the user's pass"
+    log = Path(reused["log"])
+    assert log.parent == (tmp_path / "b" / "logs").resolve() and log.read_text() == Path(failed["log"]).read_text()

@@ -11,7 +11,7 @@ import pytest
 
 from harness.pipeline.measure import Job, measure_job
 from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution, JobTracker, crash_site
+from harness.pipeline.workers import Execution, JobTracker, crash_site, crashed
 from harness.results.store import RecordStore
 
 ABORTS = "tests.user_strategies:Aborts"
@@ -36,7 +36,10 @@ def test_an_abort_fails_its_measurement_and_the_sweep_goes_on(tmp_path):
         assert crashed["reason"].endswith(f"while measuring {ABORTS}")
         assert crashed["identity"]  # the failed record keeps the identity it was planned with
         assert "Fatal Python error: Aborted" in open(crashed["log"]).read()
+        assert crashed["repeatable"] is True  # the same code would crash again
         assert after["status"] == "ok" and after["transitions"] >= 0
+    again = run_sweep(MODELS, [ABORTS, "bfs-downstream"], "vulkan", store, execution=Execution(workers=2))
+    assert len(again.measured) == 0 and len(again.reused) == 4  # a repeatable crash is not paid twice
 
 
 def test_a_time_limit_fails_the_stuck_measurement_only(tmp_path):
@@ -45,6 +48,7 @@ def test_a_time_limit_fails_the_stuck_measurement_only(tmp_path):
               execution=Execution(workers=1, time_limit=30))
     records = _by_key(store.read())
     assert records[("synthetic_small", HANGS)]["reason"] == f"time limit of 30 s reached while measuring {HANGS}"
+    assert records[("synthetic_small", HANGS)]["repeatable"] is False  # a limit says nothing of the code
     assert records[("synthetic_small", "bfs-downstream")]["status"] == "ok"
 
 
@@ -75,14 +79,21 @@ def test_a_crash_while_building_the_model_fails_every_strategy_left():
     job = Job("m", "vulkan", ["a", "b"], {}, {})
     tracker = JobTracker(job)
     tracker.on(("model",))
-    events, rest = tracker.ended("worker killed by SIGSEGV")
+    events, rest = tracker.ended("worker killed by SIGSEGV", repeatable=True)
     assert [e[1]["strategy"] for e in events] == ["a", "b"] and rest is None
+    assert all(e[1]["repeatable"] for e in events)
     assert events[0][1]["reason"] == "worker killed by SIGSEGV while building the model (export, lowering prefix)"
     tracker = JobTracker(job)
     for message in [("model",), ("start", "a"), ("record", {"strategy": "a"}, None), ("start", "b")]:
         tracker.on(message)
     events, rest = tracker.ended("worker killed by SIGKILL")
     assert [e[1]["strategy"] for e in events] == ["b"] and rest is None
+    assert events[0][1]["repeatable"] is False
+
+
+def test_only_a_crash_of_the_workers_own_code_repeats():
+    assert [crashed(-s) for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)] == [True, True, True]
+    assert [crashed(code) for code in (-signal.SIGKILL, -signal.SIGTERM, 1, 0, None)] == [False] * 5
 
 
 def test_the_crash_site_is_read_from_faulthandler(tmp_path):

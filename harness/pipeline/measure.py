@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import strategies
-from harness.errors import LayoutbenchError, MeasurementError, TargetUnavailableError, UsageError, describe
+from harness.errors import LayoutbenchError, TargetUnavailableError, UsageError, describe
 from harness.pipeline.model import ModelPipeline
 from harness.results.provenance import code_digest
 from harness.results.store import make_record
@@ -72,22 +72,27 @@ def root_cause(error: BaseException) -> BaseException:
     return next((e for e in chain if isinstance(e, LayoutbenchError)), chain[-1])
 
 
-def _check_code(job: Job, strategy) -> None:
-    """The strategy this worker would run is the code the sweep planned the record for (a
-    plug-in file edited, or another version on a cluster's node, would make a record whose
-    identity lies)."""
+def _code_mismatch(job: Job, strategy) -> str | None:
+    """Why the strategy this worker would run is not the code the sweep planned the record
+    for (a plug-in file edited, or another version on a cluster's node, would make a record
+    whose identity lies), or None."""
     planned = job.identities.get(strategy, {}).get("strategy_digest")
     here = code_digest(strategies.get_strategy(strategy)) if strategy else None
-    if planned != here:
-        raise MeasurementError(f"the strategy's code here (digest {here}) is not the code the sweep planned for "
-                               f"(digest {planned}); install the same version wherever workers run")
+    if planned == here:
+        return None
+    return (f"the strategy's code here (digest {here}) is not the code the sweep planned for (digest {planned}); "
+            "install the same version wherever workers run")
 
 
 def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, str | None]:
-    """One record, and the traceback of an unexpected error."""
+    """One record, and the traceback of an unexpected error; a failure is ``repeatable``
+    where the target's failures repeat (see ``Target.failures_repeat``)."""
     fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
+    mismatch = _code_mismatch(job, strategy)
+    if mismatch:
+        return job.record(strategy, "failed", mismatch, **model.record_fields(), **fields, repeatable=False), None
+    repeatable = target.failures_repeat
     try:
-        _check_code(job, strategy)
         target.measure(model, strategy, fields, job.context)
     except Exception as raised:  # one model's failure must not end the sweep
         error = root_cause(raised)
@@ -96,9 +101,12 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
         if isinstance(error, TargetUnavailableError):
             return job.record(strategy, "skipped", str(error), **model.record_fields(), **fields), None
         trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
-        return job.record(strategy, "failed", describe(error), **model.record_fields(), **fields), trace
+        return job.record(strategy, "failed", describe(error), **model.record_fields(), **fields,
+                          repeatable=repeatable), trace
     wrong = wrong_answer(fields)
-    return job.record(strategy, "failed" if wrong else "ok", wrong, **model.record_fields(), **fields), None
+    if wrong:
+        return job.record(strategy, "failed", wrong, **model.record_fields(), **fields, repeatable=repeatable), None
+    return job.record(strategy, "ok", None, **model.record_fields(), **fields), None
 
 
 def measure_job(job: Job, send) -> None:

@@ -4,10 +4,11 @@ A record's ``identity`` is everything its numbers depend on: the model (name, di
 its source), the strategy's code (its class's module, its base classes' modules and the
 helpers they import; a plug-in's file), the harness code that measures it, and the
 target's environment (tool versions; where programs run, the runtime's digest, the machine
-and the run settings). A dirty tree is not an identity. A record whose identity is already
-in the results directory or in the record cache is reused (``fresh`` measures everything
-again); everything else is measured, one job per model (:mod:`harness.pipeline.measure`)
-in a worker process, locally or on a Ray cluster (:mod:`harness.pipeline.workers`). Each
+and the run settings). A dirty tree is not an identity. A settled record (ok, or a failure
+the same identity would repeat: see :func:`settled`) whose identity is already in the
+results directory or in the record cache is reused (``fresh`` measures everything again);
+everything else is measured, one job per model (:mod:`harness.pipeline.measure`) in a
+worker process, locally or on a Ray cluster (:mod:`harness.pipeline.workers`). Each
 model goes through one :class:`~harness.pipeline.model.ModelPipeline` (exported once, its
 lowering prefix from the disk cache); every strategy then finishes its own copy. A model
 or strategy that fails, crashes its worker or passes a limit becomes a ``failed`` record
@@ -17,11 +18,13 @@ it arrives. Whatever the libraries print while measuring goes to stderr: stdout 
 only results.
 """
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import models
 import strategies
@@ -29,7 +32,7 @@ from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
 from harness.pipeline import measure
 from harness.pipeline.measure import Job
-from harness.pipeline.workers import Execution, log_path
+from harness.pipeline.workers import LOG_DIR, Execution, log_path
 from harness.results.provenance import code_digest, provenance
 from harness.results.store import RecordStore
 from harness.targets import MeasureContext, get_target
@@ -84,20 +87,45 @@ class Sweep:
     reused: list = field(default_factory=list)
 
 
+def settled(record: dict) -> bool:
+    """Whether a record stands for its identity: ok, or a failure a new measurement would
+    repeat (``repeatable``: an error of the lowering, a strategy or a tool, a crash); not a
+    limit, a kill, a skipped target or a run on a device."""
+    return bool(record.get("identity")) and (record.get("status") == "ok" or bool(record.get("repeatable")))
+
+
 def _reusable(store: RecordStore) -> dict:
-    """The ok records of a results directory, by identity."""
-    return {r["identity"]: r for r in store.read() if r.get("status") == "ok" and r.get("identity")}
+    """The settled records of a results directory, by identity."""
+    return {r["identity"]: r for r in store.read() if settled(r)}
 
 
-def _cached_record(identity: str) -> dict | None:
+def _cache_record(record: dict) -> None:
+    """A settled record into the record cache, with the text of its log (a file of one
+    results directory) so that a reuse elsewhere gets it too."""
+    body = dict(record)
+    if record.get("log"):
+        with contextlib.suppress(OSError):
+            body["log_text"] = Path(record["log"]).read_text(errors="replace")
+    RECORDS.write(record["identity"], json.dumps(body, default=str).encode())
+
+
+def _cached_record(identity: str, store: RecordStore) -> dict | None:
+    """The record cache's record of ``identity``, its log (if any) written into ``store``'s directory."""
     body = RECORDS.read(identity)
     if body is None:
         return None
     try:
-        return json.loads(body)
+        record = json.loads(body)
     except ValueError:
         RECORDS.discard(identity, "unreadable")
         return None
+    log_text = record.pop("log_text", None)
+    if log_text is not None:
+        log = store.directory / LOG_DIR / Path(record["log"]).name
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(log_text)
+        record["log"] = str(log.resolve())
+    return record
 
 
 def run_sweep(
@@ -133,8 +161,8 @@ def run_sweep(
 
     def emit(record: dict) -> None:
         store.append(record)
-        if record["status"] == "ok" and record.get("identity"):
-            RECORDS.write(record["identity"], json.dumps(record, default=str).encode())
+        if settled(record):
+            _cache_record(record)
         sweep.records.append(record)
         sweep.measured.append(record)
         progress.advance(record=record)
@@ -150,7 +178,7 @@ def run_sweep(
         for strategy in chosen:
             identity = identity_fields(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
                                  environment, harness_digest)
-            reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
+            reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"], store)
             if reused is None or not target.reusable(reused, context):
                 job.strategies.append(strategy)
                 job.identities[strategy] = identity

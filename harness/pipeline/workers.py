@@ -1,18 +1,18 @@
 """Where a sweep's jobs run: in worker processes on this machine, or in this process.
 
 Each job (one model, see :mod:`harness.pipeline.measure`) runs in a fresh worker process
-forked from a server that has imported torch, ExecuTorch and the harness once, so a crash,
-a kill or a limit ends one worker, not the sweep. The worker reports each measurement as
-it starts and each record as it is made; when a worker ends without finishing its job,
-:class:`JobTracker` fails the measurement it was in (naming the signal or the limit, and
-where native code crashed as Python's faulthandler saw it) and hands the strategies left to
-a new worker. A crash while the model itself was being built fails every strategy left,
-since each would build it again. Only the sweep writes records, so lines never interleave.
+forked from a server that has imported torch, ExecuTorch and the harness once
+(:mod:`harness.pipeline.fork_server`), so a crash, a kill or a limit ends one worker, not
+the sweep. The worker reports each measurement as it starts and each record as it is made;
+when a worker ends without finishing its job, :class:`JobTracker` fails the measurement it
+was in (naming the signal or the limit, and where native code crashed as Python's
+faulthandler saw it) and hands the strategies left to a new worker. A crash while the model
+itself was being built fails every strategy left, since each would build it again. Only the
+sweep writes records, so lines never interleave.
 """
 
 import contextlib
 import faulthandler
-import multiprocessing
 import os
 import pickle
 import re
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 
+from harness.pipeline import fork_server
 from harness.pipeline.measure import Job, measure_job
 from harness.targets import get_target
 
@@ -34,8 +35,8 @@ POLL_SECONDS = 0.5
 GIB = 1 << 30
 _MODEL_STAGE = object()  # a worker building the model (or not started yet)
 _BETWEEN = object()  # a worker between two measurements
-# Imported once by the fork server, so a worker starts in milliseconds, not seconds.
-_PRELOAD = ["harness.quiet", "harness.pipeline.workers", "harness.targets.vulkan.targets", "harness.targets.arm.targets"]
+# Signals of a crash in the worker's own code (not a kill from outside: SIGKILL, SIGTERM).
+_CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
 
 
 def log_path(results_dir: Path, model: str, strategy: str | None, target: str, suffix: str = ".log") -> Path:
@@ -55,6 +56,11 @@ def crash_site(log: Path) -> str | None:
     if Path(path).is_relative_to(Path.cwd()):
         path = str(Path(path).relative_to(Path.cwd()))
     return f"{path}:{frame.group(2)} ({frame.group(3)})"
+
+
+def crashed(exitcode: int | None) -> bool:
+    """Whether a worker's exit code is a crash of its own code, which its measurement would repeat."""
+    return exitcode is not None and exitcode < 0 and -exitcode in _CRASHES
 
 
 def death_reason(exitcode: int | None) -> str:
@@ -87,8 +93,9 @@ class JobTracker:
             self.current = _BETWEEN
         return message
 
-    def ended(self, reason: str, log: str | None = None) -> tuple[list, Job | None]:
-        """Events for a worker that ended before its job did, and the job left to do."""
+    def ended(self, reason: str, log: str | None = None, repeatable: bool = False) -> tuple[list, Job | None]:
+        """Events for a worker that ended before its job did, and the job left to do;
+        ``repeatable``: a crash the same measurement would repeat (see :func:`crashed`)."""
         left = [s for s in self.job.strategies if s not in self.done]
         if not left:
             return [], None
@@ -98,9 +105,11 @@ class JobTracker:
             failing, where = [], ""
         else:
             failing, where = [self.current], f"while measuring {self.current or self.job.target}"
-        fields = dict.fromkeys(get_target(self.job.target).metrics)  # every record of a target has its keys
+        target = get_target(self.job.target)
+        fields = dict.fromkeys(target.metrics)  # every record of a target has its keys
         if log:
             fields["log"] = log
+        fields["repeatable"] = repeatable and target.failures_repeat
         events = [("record", self.job.record(s, "failed", f"{reason} {where}", **fields), None) for s in failing]
         rest = [s for s in left if s not in failing]
         return events, replace(self.job, strategies=rest) if rest else None
@@ -151,8 +160,7 @@ class LocalWorkers:
 
     def run(self, jobs: list[Job], handle) -> None:
         """Run ``jobs``, calling ``handle`` with each event (see :class:`JobTracker`)."""
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(_PRELOAD)
+        context = fork_server.context()
         pending, running = deque(jobs), []
         try:
             while pending or running:
@@ -227,7 +235,8 @@ class LocalWorkers:
             log = log_path(job.context.results_dir, job.model, stage, job.target, ".crash.log").resolve()
             worker.crash_log.replace(log)
         worker.crash_log.unlink(missing_ok=True)
-        return worker.tracker.ended(reason, str(log) if log else None)
+        repeatable = worker.limit is None and crashed(worker.process.exitcode)
+        return worker.tracker.ended(reason, str(log) if log else None, repeatable)
 
 
 def _resident_bytes(pid: int) -> int:

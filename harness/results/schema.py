@@ -17,7 +17,7 @@ IDENTITY_KEYS = ("model", "strategy", "target")
 STATUSES = ("ok", "skipped", "failed")
 # Record fields that describe a record rather than measure it.
 CONTEXT_KEYS = (
-    *IDENTITY_KEYS, "status", "reason", "log", "schema_version", "input_shapes", "runtime", "run_note",
+    *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "runtime", "run_note",
     "identity", "model_digest", "strategy_digest", "harness_digest", "environment",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",

@@ -61,6 +61,13 @@ class Target:
                                run_settings=dataclasses.asdict(context.run_settings))
         return environment
 
+    @property
+    def failures_repeat(self) -> bool:
+        """Whether a failure of the lowering, a strategy or a tool (an error raised, a crash)
+        would repeat under the same identity, so its record is reused as an ok one is. Not
+        where programs run on a device: its state is no part of the identity."""
+        return not self.runs_programs
+
     def reusable(self, record: dict, context: "MeasureContext") -> bool:
         """Whether a record of the planned identity (from the results directory or the record
         cache) can stand for a new measurement in ``context``: a target that keeps files
