@@ -58,13 +58,12 @@ class DiskCache:
 
     def read(self, key: str) -> bytes | None:
         """The entry's content, or None when there is none or it is damaged (then removed)."""
-        path = self.path(key)
         try:
-            data = path.read_bytes()
+            with self.path(key).open("rb") as entry:
+                header, body = entry.read(len(MAGIC) + DIGEST_BYTES), entry.read()  # no copy of a large body
         except FileNotFoundError:
             return None
-        body = data[len(MAGIC) + DIGEST_BYTES:]
-        if not data.startswith(MAGIC) or hashlib.sha256(body).digest() != data[len(MAGIC):len(MAGIC) + DIGEST_BYTES]:
+        if header[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != header[len(MAGIC):]:
             self.discard(key, "truncated or damaged")
             return None
         return body

@@ -18,6 +18,7 @@ pass and what follows it (:meth:`VulkanLowering.lower`).
 
 import contextlib
 import copy
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -43,7 +44,7 @@ class PartitionPrefix:
     program: ExportedProgram
     compile_specs: list
     node_names: frozenset[str]
-    reference_payload: bytes  # identifies the partition's lowered module in the edge program
+    reference_digest: str  # of the payload preprocess made: finds the partition's lowered module in the edge program
     layout_pass_arguments: tuple  # (args, kwargs) preprocess built its layout pass with
 
     def layout_pass_input(self, layout_pass_cls: type) -> tuple[TagMemoryMetaPass, ExportedProgram]:
@@ -71,6 +72,11 @@ class LoweredPartition:
     @property
     def texture_limits(self):
         return self.layout_pass.texture_limits
+
+
+def payload_digest(payload: bytes) -> str:
+    """What stands for a delegate's payload (a copy of its weights) where only its identity is needed."""
+    return hashlib.sha256(payload).hexdigest()
 
 
 def independent_copy(program: ExportedProgram) -> ExportedProgram:
@@ -172,7 +178,7 @@ def _recording_preprocess(layout_pass_cls: type, prefixes: list):
                 program=run.recorded_prefix,
                 compile_specs=list(compile_specs),
                 node_names=frozenset(n.name for n in run.recorded_prefix.graph.nodes),
-                reference_payload=result.processed_bytes,
+                reference_digest=payload_digest(result.processed_bytes),
                 layout_pass_arguments=run.layout_pass_arguments,
             )
         )
@@ -255,12 +261,12 @@ class LoweredProgram:
         """A copy of the shared edge program whose delegates carry this strategy's payloads."""
         if self._edge_manager is None:
             edge_manager = copy.deepcopy(self.lowering.edge_manager)
-            by_payload = {
-                prefix.reference_payload: partition
+            by_digest = {
+                prefix.reference_digest: partition
                 for prefix, partition in zip(self.lowering.prefixes, self.partitions)
             }
             for module in lowered_modules(edge_manager):
-                partition = by_payload[module.processed_bytes]
+                partition = by_digest[payload_digest(module.processed_bytes)]
                 module._processed_bytes = partition.result.processed_bytes
                 module._named_data_store_output = partition.result.data_store_output
                 module.meta["debug_handle_map"] = partition.result.debug_handle_map
