@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: all test bench bench-cache bench-workers asv dashboard venv system-deps vgf-host clean
+.PHONY: all test bench bench-cache bench-workers bench-asv asv dashboard venv system-deps vgf-host clean
 
 # `make`: everything the harness and every target need on this machine.
 all: system-deps venv vgf-host
@@ -61,6 +61,11 @@ bench-cache: $(STAMP)
 # One worker against two on the quick zoo (isolated workers, harness/pipeline/workers.py).
 bench-workers: $(STAMP)
 	$(PY) -m pytest tests/test_workers_benchmark.py --benchmark-enable -s -p no:cacheprovider
+
+# asv --quick: a cold run of HEAD against a warm run of a child commit that changes one
+# strategy (a clone with its own asv environment and caches, under pytest's temporary directory).
+bench-asv: $(STAMP)
+	$(PY) -m pytest tests/test_asv_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # asv over the last commit (quick: one sample each); the environment is created once.
 asv: $(STAMP)
