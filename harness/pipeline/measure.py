@@ -88,10 +88,13 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
     """One record, and the traceback of an unexpected error; a failure is ``repeatable``
     where the target's failures repeat (see ``Target.failures_repeat``)."""
     fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
+
+    def record(status: str, reason: str | None, **extra) -> dict:
+        return job.record(strategy, status, reason, **model.record_fields(), **fields, **extra)
+
     mismatch = _code_mismatch(job, strategy)
     if mismatch:
-        return job.record(strategy, "failed", mismatch, **model.record_fields(), **fields, repeatable=False), None
-    repeatable = target.failures_repeat
+        return record("failed", mismatch, repeatable=False), None
     try:
         target.measure(model, strategy, fields, job.context)
     except Exception as raised:  # one model's failure must not end the sweep
@@ -99,14 +102,13 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
         if isinstance(error, UsageError):
             raise error from raised
         if isinstance(error, TargetUnavailableError):
-            return job.record(strategy, "skipped", str(error), **model.record_fields(), **fields), None
+            return record("skipped", str(error)), None
         trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
-        return job.record(strategy, "failed", describe(error), **model.record_fields(), **fields,
-                          repeatable=repeatable), trace
+        return record("failed", describe(error), repeatable=target.failures_repeat), trace
     wrong = wrong_answer(fields)
     if wrong:
-        return job.record(strategy, "failed", wrong, **model.record_fields(), **fields, repeatable=repeatable), None
-    return job.record(strategy, "ok", None, **model.record_fields(), **fields), None
+        return record("failed", wrong, repeatable=target.failures_repeat), None
+    return record("ok", None), None
 
 
 def measure_job(job: Job, send) -> None:

@@ -109,16 +109,20 @@ def _cache_record(record: dict) -> None:
     RECORDS.write(record["identity"], json.dumps(body, default=str).encode())
 
 
-def _cached_record(identity: str, store: RecordStore) -> dict | None:
-    """The record cache's record of ``identity``, its log (if any) written into ``store``'s directory."""
+def _cached_record(identity: str) -> dict | None:
+    """The record cache's record of ``identity`` (its log's text, if any, in ``log_text``)."""
     body = RECORDS.read(identity)
     if body is None:
         return None
     try:
-        record = json.loads(body)
+        return json.loads(body)
     except ValueError:
         RECORDS.discard(identity, "unreadable")
         return None
+
+
+def _with_log(record: dict, store: RecordStore) -> dict:
+    """A record reused from the record cache, its log (if any) written into ``store``'s directory."""
     log_text = record.pop("log_text", None)
     if log_text is not None:
         log = store.directory / LOG_DIR / Path(record["log"]).name
@@ -178,13 +182,13 @@ def run_sweep(
         for strategy in chosen:
             identity = identity_fields(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
                                  environment, harness_digest)
-            reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"], store)
+            reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
             if reused is None or not target.reusable(reused, context):
                 job.strategies.append(strategy)
                 job.identities[strategy] = identity
                 continue
             if reused["identity"] not in known:
-                store.append(reused)
+                store.append(_with_log(reused, store))
             sweep.records.append(reused)
             sweep.reused.append(reused)
             progress.advance(record=reused)
