@@ -9,7 +9,9 @@ A :class:`DiskCache` entry is written to a temporary file and renamed into place
 reader never sees half an entry; a per-entry lock makes a second process that wants the
 same entry wait for the first instead of computing it again; every entry carries a
 SHA-256 of its content, so one that was truncated or damaged is detected, said in one
-line on stderr, and rebuilt, never read as a wrong value.
+line on stderr, and rebuilt, never read as a wrong value. Reading an entry marks it used
+(its modification time), so :func:`prune` can drop what no run has needed for a while:
+each change of the lowering code leaves a new prefix of every model behind.
 """
 
 import contextlib
@@ -19,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -32,6 +35,8 @@ KINDS = {
     "npm": "the dashboard's scripts from the npm registry",
     "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools",
 }
+# The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
+ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")
 
 
 def cache_root() -> Path:
@@ -61,6 +66,8 @@ class DiskCache:
         try:
             with self.path(key).open("rb") as entry:
                 header, body = entry.read(len(MAGIC) + DIGEST_BYTES), entry.read()  # no copy of a large body
+                with contextlib.suppress(OSError):  # a cache shared read-only is still read
+                    os.utime(entry.fileno())  # used now: see prune
         except FileNotFoundError:
             return None
         if header[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != header[len(MAGIC):]:
@@ -130,3 +137,24 @@ def clear(kinds: list[str]) -> None:
     """Remove the named kinds of cache."""
     for kind in kinds:
         shutil.rmtree(cache_root() / kind, ignore_errors=True)
+
+
+def prune(kinds: list[str], unused_for_days: int) -> tuple[int, int]:
+    """Remove the entries of ``kinds`` (of :data:`ENTRY_KINDS`) that no process has read or
+    written for ``unused_for_days`` days, with the locks and a crashed writer's temporary
+    files as old; returns (entries, bytes) removed. An entry removed while another process
+    wants it is computed again there, as on a cold cache."""
+    cutoff = time.time() - unused_for_days * 86400
+    removed = removed_bytes = 0
+    for kind in kinds:
+        directory = cache_root() / kind
+        for path in directory.iterdir() if directory.exists() else []:
+            try:
+                status = path.stat()
+            except FileNotFoundError:  # renamed into place or removed meanwhile
+                continue
+            if status.st_mtime < cutoff:
+                path.unlink(missing_ok=True)
+                removed += not path.name.startswith(".")
+                removed_bytes += status.st_size
+    return removed, removed_bytes

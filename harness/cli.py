@@ -161,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
     cache = commands.add_parser("cache", help="where the caches are, their entries and size; --clear empties them")
     cache.add_argument("--clear", nargs="*", metavar="KIND",
                        help="empty these kinds of cache (all when none is named)")
+    cache.add_argument("--unused-for", type=_count, metavar="DAYS",
+                       help="with --clear: remove only the entries no run has used for DAYS days "
+                            "(of exports, prefixes, records, lowering-memory)")
     cache.add_argument("--format", choices=("table", "json"), default="table")
 
     dashboard = commands.add_parser(
@@ -287,16 +290,27 @@ def _dashboard(args) -> int:
 def _cache(args) -> int:
     import pandas as pd
 
-    from harness.cache import KINDS, cache_root, clear, usage
+    from harness.cache import ENTRY_KINDS, KINDS, cache_root, clear, prune, usage
     from harness.errors import UsageError
     from harness.results.table import format_value
 
+    if args.unused_for is not None and args.clear is None:
+        raise UsageError("--unused-for says which entries --clear removes: add --clear [KIND ...]")
     if args.clear is not None:
         unknown = sorted(set(args.clear) - set(KINDS))
         if unknown:
             raise UsageError(f"unknown cache kind {', '.join(unknown)}; known: {', '.join(KINDS)}")
-        clear(args.clear or list(KINDS))
-        print(f"{PROGRAM}: cleared {', '.join(args.clear or KINDS)} in {cache_root()}", file=sys.stderr)
+        if args.unused_for is None:
+            clear(args.clear or list(KINDS))
+            print(f"{PROGRAM}: cleared {', '.join(args.clear or KINDS)} in {cache_root()}", file=sys.stderr)
+        else:
+            tools = sorted(set(args.clear) - set(ENTRY_KINDS))
+            if tools:
+                raise UsageError(f"{', '.join(tools)}: tools, not entries; clear them whole, without --unused-for")
+            kinds = args.clear or list(ENTRY_KINDS)
+            removed, size = prune(kinds, args.unused_for)
+            print(f"{PROGRAM}: removed {removed} entries ({format_value('pte_bytes', size)}) unused for "
+                  f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}", file=sys.stderr)
     rows = usage()
     if args.format == "json":
         print(json.dumps({"root": str(cache_root()), "kinds": rows}, indent=1))

@@ -3,8 +3,10 @@ line; ``layoutbench cache``; and lowering prefixes that come back byte for byte.
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,33 @@ def test_cache_command_shows_and_clears(cache_dir):
     assert not (cache_dir / "records").exists()
     bad = subprocess.run([str(LAYOUTBENCH), "cache", "--clear", "everything"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown cache kind everything; known: exports" in bad.stderr
+
+
+def test_entries_no_run_used_are_pruned_and_reading_keeps_an_entry(cache_dir):
+    """`cache --clear --unused-for DAYS` removes what no run has read or written for that
+    long (lowering-code changes leave a new prefix of every model behind); a read marks an
+    entry used; the tools' folders are left alone."""
+    prefixes, records = DiskCache("prefixes"), DiskCache("records")
+    for cache, key in ((prefixes, "stale"), (prefixes, "read"), (prefixes, "new"), (records, "stale")):
+        cache.write(key, b"x" * 100)
+    tool = cache_dir / "vgf-host" / "libc.so"
+    tool.parent.mkdir()
+    tool.write_bytes(b"elf")
+    long_ago = time.time() - 40 * 86400
+    for path in (prefixes.path("stale"), prefixes.path("read"), records.path("stale"), tool):
+        os.utime(path, (long_ago, long_ago))
+    assert prefixes.read("read") == b"x" * 100
+    pruned = subprocess.run([str(LAYOUTBENCH), "cache", "--clear", "--unused-for", "30"],
+                            capture_output=True, text=True)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "removed 2 entries (" in pruned.stderr, pruned.stderr
+    assert "unused for 30 days from exports, prefixes, records" in pruned.stderr
+    assert sorted(p.name for p in prefixes.directory.iterdir() if not p.name.startswith(".")) == ["new", "read"]
+    assert not records.path("stale").exists() and tool.exists()
+    for args, message in ((["--unused-for", "30"], "add --clear [KIND ...]"),
+                          (["--clear", "npm", "--unused-for", "1"], "npm: tools, not entries; clear them whole")):
+        bad = subprocess.run([str(LAYOUTBENCH), "cache", *args], capture_output=True, text=True)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
 
 
 @pytest.mark.parametrize("model", QUICK_ZOO)
