@@ -13,6 +13,7 @@ import signal
 import sys
 
 from harness import quiet
+from harness.cache import ENTRY_KINDS
 from harness.results.gate import DEFAULT_THRESHOLDS
 
 PROGRAM = "layoutbench"
@@ -163,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="empty these kinds of cache (all when none is named)")
     cache.add_argument("--unused-for", type=_count, metavar="DAYS",
                        help="with --clear: remove only the entries no run has used for DAYS days "
-                            "(of exports, prefixes, records, lowering-memory)")
+                            f"(of {', '.join(ENTRY_KINDS)})")
     cache.add_argument("--format", choices=("table", "json"), default="table")
 
     dashboard = commands.add_parser(
@@ -290,7 +291,7 @@ def _dashboard(args) -> int:
 def _cache(args) -> int:
     import pandas as pd
 
-    from harness.cache import ENTRY_KINDS, KINDS, cache_root, clear, prune, usage
+    from harness.cache import KINDS, cache_root, clear, prune, usage
     from harness.errors import UsageError
     from harness.results.table import format_value
 
