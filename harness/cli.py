@@ -14,7 +14,7 @@ import sys
 
 from harness import quiet
 from harness.cache import ENTRY_KINDS
-from harness.results.gate import DEFAULT_THRESHOLDS
+from harness.results.schema import default_thresholds
 
 PROGRAM = "layoutbench"
 
@@ -84,7 +84,7 @@ def _add_gate_arguments(command, required: bool) -> None:
     gate = command.add_argument_group("regression gate", "judging a candidate results directory")
     gate.add_argument("--baseline", required=required, help="results directory of the reference (e.g. main)")
     gate.add_argument("--candidate", required=required, help="results directory of the change under test")
-    gate.add_argument("--threshold", default=DEFAULT_THRESHOLDS,
+    gate.add_argument("--threshold", default=default_thresholds(),
                       help="allowed growth per metric, absolute or %% of the baseline (default: %(default)s)")
 
 

@@ -14,7 +14,8 @@ from harness.results.gate import judge, parse_thresholds
 from harness.results.report import write_report
 from harness.results.gate import DEFAULT_THRESHOLDS
 from harness.results.schema import METRICS
-from harness.results.store import NO_STRATEGY, load
+from harness.results.frames import load
+from harness.results.store import NO_STRATEGY
 from harness.targets import get_target, list_targets
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.results.store import RecordStore, load, to_long
+from harness.results.frames import load, to_long
+from harness.results.store import RecordStore
 from harness.targets import get_target
 from harness.pipeline.sweep import run_sweep
 

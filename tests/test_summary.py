@@ -1,7 +1,8 @@
 """The summary of a sweep over many models, and a report that stays readable at that size."""
 
 from harness.results import report, summary
-from harness.results.store import RecordStore, load, make_record
+from harness.results.frames import load
+from harness.results.store import RecordStore, make_record
 
 MODELS = 40
 ODD_ONE = "m07"  # the model where bfs-refined misses the optimum

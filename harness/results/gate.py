@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.results.schema import IDENTITY_KEYS, METRICS, default_thresholds, higher_is_better
-from harness.results.store import RecordStore, frame, latest
+from harness.results.frames import frame
+from harness.results.store import RecordStore, latest
 from strategies.errors import UsageError
 
 # Deterministic metrics only (Vulkan and Arm): timings would need repeats to gate on.

@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 
 from harness.results import summary  # noqa: E402
 from harness.results.schema import METRICS  # noqa: E402
-from harness.results.store import load, with_excess  # noqa: E402
+from harness.results.frames import load, with_excess  # noqa: E402
 from harness.results.table import format_number  # noqa: E402
 from strategies.errors import UsageError  # noqa: E402
 

@@ -2,18 +2,16 @@
 
 A sweep writes each record the moment it exists, so an interrupted sweep keeps what it
 finished, and a re-run into the same directory reuses every record ``ok`` with the same
-identity (``harness.pipeline.sweep`` says what that is). ``load`` gives
-a pandas DataFrame (records of earlier schema versions upgraded); ``to_long`` the tidy
-form (one row per metric). Targets without a pluggable layout pass (Arm) record the
-strategy as null; frames show it as :data:`NO_STRATEGY`.
+identity (``harness.pipeline.sweep`` says what that is). ``read`` upgrades records of
+earlier schema versions; :mod:`harness.results.frames` makes pandas tables of them.
+Targets without a pluggable layout pass (Arm) record the strategy as null; tables show it
+as :data:`NO_STRATEGY`.
 """
 
 import json
 from pathlib import Path
 
-import pandas as pd
-
-from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, metric_columns, upgrade
+from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, upgrade
 
 RECORDS_FILE = "records.jsonl"
 NO_STRATEGY = "-"
@@ -70,36 +68,3 @@ class RecordStore:
 def latest(records: list[dict]) -> list[dict]:
     """The last record written for each (model, strategy, target)."""
     return list({key(r): r for r in records}.values())
-
-
-def frame(records: list[dict]) -> pd.DataFrame:
-    """Records as a DataFrame, the null strategy of backend-only targets shown as ``-``."""
-    table = pd.DataFrame(records)
-    if "strategy" in table:
-        table["strategy"] = table["strategy"].fillna(NO_STRATEGY)
-    return table
-
-
-def load(directory: str | Path) -> pd.DataFrame:
-    """The latest record of each (model, strategy, target) in a results directory."""
-    return frame(latest(RecordStore(directory).read()))
-
-
-def with_excess(table: pd.DataFrame) -> pd.DataFrame:
-    """Add ``excess_transitions``: transitions over the ILP optimum of the same model and
-    target (null where the model has no ok ILP record)."""
-    if "transitions" not in table.columns:
-        return table.assign(excess_transitions=None)
-    optimum = table[(table["strategy"] == OPTIMUM_STRATEGY) & (table["status"] == "ok")]
-    optimum = optimum.set_index(["model", "target"])["transitions"].rename("optimum_transitions")
-    joined = table.join(optimum, on=["model", "target"])
-    table = table.copy()
-    table["excess_transitions"] = joined["transitions"] - joined["optimum_transitions"]
-    return table
-
-
-def to_long(table: pd.DataFrame) -> pd.DataFrame:
-    """Tidy form: one row per model x strategy x target x metric."""
-    metrics = metric_columns(table.columns)
-    keep = [c for c in table.columns if c not in metrics]
-    return table.melt(id_vars=keep, value_vars=metrics, var_name="metric").dropna(subset=["value"])

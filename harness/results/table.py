@@ -7,7 +7,7 @@ column on request (``columns="all"`` or a list). JSON and CSV output always carr
 import pandas as pd
 
 from harness.results.schema import METRICS
-from harness.results.store import frame, with_excess
+from harness.results.frames import frame, with_excess
 
 _UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 

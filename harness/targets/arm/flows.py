@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
 from harness.errors import MeasurementError, TargetUnavailableError
@@ -216,6 +215,8 @@ def _vela_failure(error: Exception, report: str) -> ArmToolError:
 
 def vela_estimates(partition_dirs: list[Path]) -> dict:
     """Cycles, inferences/s, memory and the transpose share of cycles, summed over partitions."""
+    import pandas as pd  # here, not at the top: every sweep imports the targets, few read Vela's CSVs
+
     summaries, layers = [], []
     for directory in partition_dirs:
         summary = list((directory / "output").glob("out_summary_*.csv"))

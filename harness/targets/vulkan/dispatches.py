@@ -14,15 +14,19 @@ also one that came back from another machine.
 
 import json
 import operator
+import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import executorch.backends.vulkan.utils as vk_utils
-import pandas as pd
 import torch
 
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.metrics import is_transition
 from strategies.representations import first_repr, node_values, op_name, repr_name
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STAGING = "staging"  # ET-VK's copies of inputs and outputs between the caller and the delegate
 DISPATCH_COLUMNS = ("partition", "node_id", "node", "operator", "kernel", "transition", "inputs", "output",
@@ -94,10 +98,12 @@ def _dispatch_event(name: str) -> dict | None:
     return event if isinstance(event, dict) and "kernel_name" in event else None
 
 
-def read_dispatches(etdump: Path, nodes: dict) -> pd.DataFrame:
+def read_dispatches(etdump: Path, nodes: dict) -> "pd.DataFrame":
     """One row per GPU dispatch of one inference: the node it ran for (``nodes``, a node map)
     and its GPU time, the median over the inferences the ETDump holds. Input and output copies
 have no node: their operator is ``staging``."""
+    # Imported here, not at the top: every sweep's worker imports this module, few read ETDumps.
+    import pandas as pd
     from executorch.devtools import Inspector
 
     events = [
@@ -115,7 +121,7 @@ have no node: their operator is ``staging``."""
         call = calls.index(instruction)
         partition = nodes["partitions"][call]
         row = {"partition": partition["partition"], "kernel": dispatch["kernel_name"], "transition": False,
-               "gpu_ms": float(pd.Series(times).median())}
+               "gpu_ms": float(statistics.median(times))}
         if "operator" not in dispatch:
             # Copies between the caller's tensors and the delegate's, in and out: no node's.
             rows.append({**row, "node_id": None, "node": dispatch["kernel_name"], "operator": STAGING,
@@ -132,7 +138,7 @@ have no node: their operator is ``staging``."""
     return pd.DataFrame(rows, columns=list(DISPATCH_COLUMNS))
 
 
-def gpu_summary(frame: pd.DataFrame) -> dict:
+def gpu_summary(frame: "pd.DataFrame") -> dict:
     """Record fields of one run's dispatches: their summed GPU time and the transitions' share."""
     total = float(frame["gpu_ms"].sum())
     transitions = float(frame.loc[frame["transition"], "gpu_ms"].sum())

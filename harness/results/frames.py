@@ -1,0 +1,46 @@
+"""Records as pandas tables: the latest record of each (model, strategy, target) as a
+DataFrame, with the excess over the ILP optimum, or in tidy (long) form.
+
+Kept apart from :mod:`harness.results.store` so that writing and reading records (the
+sweep, every worker) never imports pandas.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.results.schema import metric_columns
+from harness.results.store import NO_STRATEGY, OPTIMUM_STRATEGY, RecordStore, latest
+
+
+def frame(records: list[dict]) -> pd.DataFrame:
+    """Records as a DataFrame, the null strategy of backend-only targets shown as ``-``."""
+    table = pd.DataFrame(records)
+    if "strategy" in table:
+        table["strategy"] = table["strategy"].fillna(NO_STRATEGY)
+    return table
+
+
+def load(directory: str | Path) -> pd.DataFrame:
+    """The latest record of each (model, strategy, target) in a results directory."""
+    return frame(latest(RecordStore(directory).read()))
+
+
+def with_excess(table: pd.DataFrame) -> pd.DataFrame:
+    """Add ``excess_transitions``: transitions over the ILP optimum of the same model and
+    target (null where the model has no ok ILP record)."""
+    if "transitions" not in table.columns:
+        return table.assign(excess_transitions=None)
+    optimum = table[(table["strategy"] == OPTIMUM_STRATEGY) & (table["status"] == "ok")]
+    optimum = optimum.set_index(["model", "target"])["transitions"].rename("optimum_transitions")
+    joined = table.join(optimum, on=["model", "target"])
+    table = table.copy()
+    table["excess_transitions"] = joined["transitions"] - joined["optimum_transitions"]
+    return table
+
+
+def to_long(table: pd.DataFrame) -> pd.DataFrame:
+    """Tidy form: one row per model x strategy x target x metric."""
+    metrics = metric_columns(table.columns)
+    keep = [c for c in table.columns if c not in metrics]
+    return table.melt(id_vars=keep, value_vars=metrics, var_name="metric").dropna(subset=["value"])
