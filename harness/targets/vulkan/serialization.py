@@ -10,8 +10,8 @@ This pickler stores each of those by what identifies it:
 - ATen, custom (``et_vk``) and higher-order operators, and their edge-dialect wrappers, by
   qualified name, looked up again on load (``EDGE_DO_NOT_DECOMP`` ones, which ExecuTorch
   defines during lowering, defined again the way it does);
-- fake tensors (``meta["val"]``) by shape, stride, dtype and storage offset, recreated in
-  one fake mode;
+- fake tensors (``meta["val"]``) by shape, stride, dtype, storage offset and device,
+  recreated in one fake mode;
 - FX graphs as their node table (name, op, target, arguments, metadata, type), and graph
   modules as that graph plus the attributes its nodes read;
 - ExecuTorch's edge-dialect verifier class (a local class) by the configuration it closes over.
@@ -78,14 +78,17 @@ class _Loading:
     mode: FakeTensorMode | None = None
 
 
-def _fake_tensor(shape, stride, dtype, offset):
+def _fake_tensor(shape, stride, dtype, offset, device):
     if _Loading.mode is None:
         _Loading.mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with _Loading.mode:
-        if not offset:
-            return torch.empty_strided(shape, stride, dtype=dtype)
+    # Wrapped directly around a meta tensor: creating it through the fake mode's dispatch
+    # would take as long as the rest of a load.
+    if not offset:
+        meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    else:
         extent = offset + sum((size - 1) * step for size, step in zip(shape, stride)) + 1
-        return torch.empty(extent, dtype=dtype).as_strided(shape, stride, offset)
+        meta = torch.empty(extent, dtype=dtype, device="meta").as_strided(shape, stride, offset)
+    return FakeTensor(_Loading.mode, meta, device)
 
 
 def _rebuild(value, nodes: dict):
@@ -155,7 +158,7 @@ class _ProgramPickler(pickle.Pickler):
         if isinstance(obj, torch._ops.OpOverload):
             return _operator, (obj.name(),)
         if isinstance(obj, FakeTensor):
-            return _fake_tensor, (tuple(obj.shape), tuple(obj.stride()), obj.dtype, obj.storage_offset())
+            return _fake_tensor, (tuple(obj.shape), tuple(obj.stride()), obj.dtype, obj.storage_offset(), obj.device)
         if isinstance(obj, torch.fx.Graph):
             return _graph, (_node_table(obj), obj._codegen)
         if isinstance(obj, torch.fx.GraphModule):
