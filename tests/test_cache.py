@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import strategies
-from harness.cache import DiskCache
+from harness.cache import MAGIC, DiskCache
 from harness.pipeline.model import PREFIXES, pipeline, prefix_key
 from harness.targets.vulkan.lowering import VulkanLowering
 
@@ -41,15 +41,26 @@ def test_two_processes_filling_one_entry_compute_it_once(cache_dir, tmp_path):
     assert [p.name for p in (cache_dir / "test").iterdir() if p.suffix == ".tmp"] == []
 
 
-def test_a_truncated_entry_is_rebuilt_with_one_line(cache_dir, capsys):
+def _flip_one_bit(entry: bytes) -> bytes:
+    middle = len(entry) // 2
+    return entry[:middle] + bytes([entry[middle] ^ 1]) + entry[middle + 1:]
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda entry: entry[:500], "truncated or damaged"),  # a writer killed mid-file (not ours: ours rename)
+    (_flip_one_bit, "truncated or damaged"),
+    (lambda entry: b"layoutbench-cache-1\n" + entry[len(MAGIC):], "of another format (layoutbench-cache-1, not "
+     f"{MAGIC.decode().strip()})"),
+], ids=["truncated", "one-bit-flipped", "older-format"])
+def test_a_damaged_entry_is_rebuilt_with_one_line(cache_dir, capsys, damage, why):
     cache = DiskCache("test")
     cache.write("entry", b"x" * 1000)
     path = cache.path("entry")
-    path.write_bytes(path.read_bytes()[:500])  # a writer killed mid-file (not ours: ours rename)
+    path.write_bytes(damage(path.read_bytes()))
     value, cached = cache.get_or_create("entry", lambda: b"rebuilt", lambda v: v, lambda b: b)
     assert (value, cached) == (b"rebuilt", False)
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"layoutbench: cache entry {path} is truncated or damaged; rebuilding it"]
+    assert err == [f"layoutbench: cache entry {path} is {why}; rebuilding it"]
     assert cache.read("entry") == b"rebuilt"
 
 
