@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from harness.pipeline.measure import Job, measure_job
+from harness.pipeline.model import PREFIXES, pipeline, prefix_key
 from harness.pipeline.sweep import run_sweep
 from harness.pipeline.workers import Execution, JobTracker, crash_site, crashed
 from harness.results.store import RecordStore
@@ -73,6 +74,22 @@ def test_an_asv_set_up_sweep_survives_an_abort(monkeypatch):
     assert bench.track_transitions(records, "synthetic_small", "bfs-downstream") == 9
     with pytest.raises(NotImplementedError, match="worker killed by SIGABRT"):
         bench.setup(records, "synthetic_small", ABORTS)
+
+
+def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures(tmp_path, monkeypatch):
+    """--workers 1: the next model's prefix is read from the cache while the model before
+    it measures, and its own measurement waits for its turn."""
+    log = tmp_path / "passes.log"
+    monkeypatch.setenv("USER_STRATEGY_LOG", str(log))
+    for model in MODELS:
+        pipeline(model).vulkan_lowering  # in the cache
+    run_sweep(MODELS, ["tests.user_strategies:LogsItsPass"], "vulkan", RecordStore(tmp_path), fresh=True,
+              execution=Execution(workers=1))
+    (_, first_end), (second_start, _) = sorted(tuple(map(float, line.split())) for line in log.read_text().split("\n")
+                                              if line)
+    read = PREFIXES.path(prefix_key(MODELS[1])).stat().st_mtime  # reading an entry marks it used
+    assert read < first_end, "loaded early"
+    assert second_start >= first_end, "measured in its turn"
 
 
 def test_a_crash_while_building_the_model_fails_every_strategy_left():

@@ -86,3 +86,19 @@ class HoldsMemory(TagMemoryMetaPass):
         held = b"x" * (4 << 30)
         while held:
             time.sleep(1)
+
+
+class LogsItsPass(TagMemoryMetaPass):
+    """The pinned pass after a second's pause, appending when it ran (wall-clock start and
+    end) to the file $USER_STRATEGY_LOG names: it shows which passes ran at once."""
+
+    def call(self, graph_module):
+        import os
+        import time
+
+        start = time.time()
+        time.sleep(1)
+        result = super().call(graph_module)
+        with open(os.environ["USER_STRATEGY_LOG"], "a") as log:
+            log.write(f"{start} {time.time()}\n")
+        return result

@@ -111,8 +111,10 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
     return record("ok", None), None
 
 
-def measure_job(job: Job, send) -> None:
-    """Measure every strategy of ``job``, reporting each as described in the module."""
+def measure_job(job: Job, send, wait_turn=None) -> None:
+    """Measure every strategy of ``job``, reporting each as described in the module;
+    ``wait_turn`` (where given) returns when the worker may build the model and measure:
+    until then it only reads from the caches what the model's strategies share."""
     if job.cwd and os.path.isdir(job.cwd):
         os.chdir(job.cwd)
     os.environ.update(job.environ)
@@ -125,6 +127,10 @@ def measure_job(job: Job, send) -> None:
             for strategy in job.strategies:
                 send(("record", job.record(strategy, "skipped", str(error)), None))
             return
+        if wait_turn is not None:
+            with contextlib.suppress(Exception):  # what did not load is built in the worker's turn
+                target.load_cached_model(model)
+            wait_turn()
         send(("model",))
         with contextlib.suppress(Exception):  # a failed stage fails each record, with its reason
             target.prepare_model(model)

@@ -74,19 +74,31 @@ class ModelPipeline:
 
     @property
     def vulkan_lowering(self) -> VulkanLowering:
-        def lower():
-            start = time.perf_counter()
-            (lowering, input_shapes), cached = PREFIXES.get_or_create(
+        return self._stage("vulkan_lowering", lambda: self._vulkan_lowering(build=True))
+
+    def load_cached_vulkan_lowering(self) -> None:
+        """Load the lowering prefix now if the disk cache holds it; nothing is computed."""
+        if "vulkan_lowering" not in self._stages:
+            lowering = self._vulkan_lowering(build=False)
+            if lowering is not None:
+                self._stages["vulkan_lowering"] = (lowering, None)
+
+    def _vulkan_lowering(self, build: bool) -> VulkanLowering | None:
+        start = time.perf_counter()
+        if build:
+            found, cached = PREFIXES.get_or_create(
                 prefix_key(self.name),
                 lambda: (VulkanLowering.from_exported(self.exported), self.spec.input_shapes),
                 serialization.dumps, serialization.loads,
             )
-            self.input_shapes = input_shapes
-            if cached:
-                self.timings["prefix_load_seconds"] = time.perf_counter() - start
-            return lowering
-
-        return self._stage("vulkan_lowering", lower)
+        else:
+            found, cached = PREFIXES.get(prefix_key(self.name), serialization.loads)
+            if not cached:
+                return None
+        lowering, self.input_shapes = found
+        if cached:
+            self.timings["prefix_load_seconds"] = time.perf_counter() - start
+        return lowering
 
     def record_fields(self) -> dict:
         """What a record says about the model itself, as far as it got built."""

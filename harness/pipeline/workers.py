@@ -9,6 +9,11 @@ was in (naming the signal or the limit, and where native code crashed as Python'
 faulthandler saw it) and hands the strategies left to a new worker. A crash while the model
 itself was being built fails every strategy left, since each would build it again. Only the
 sweep writes records, so lines never interleave.
+
+Local workers take turns: ``count`` of them build and measure at once, and one more starts
+early and reads its model's shared stages from the disk caches (a lowering prefix: no
+computing) while they do, so a warm sweep does not wait for each model's load in turn.
+None starts early where the target runs programs: a load beside a timed run would disturb it.
 """
 
 import contextlib
@@ -94,6 +99,11 @@ class JobTracker:
             self.current = _BETWEEN
         return message
 
+    @property
+    def finished(self) -> bool:
+        """Whether every strategy of the job has its record (the worker is only ending)."""
+        return self.done.issuperset(self.job.strategies)
+
     def ended(self, reason: str, log: str | None = None, repeatable: bool = False) -> tuple[list, Job | None]:
         """Events for a worker that ended before its job did, and the job left to do;
         ``repeatable``: a crash the same measurement would repeat (see :func:`crashed`)."""
@@ -142,7 +152,7 @@ def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
     threading.Thread(target=_exit_with, args=(sweep_pid,), daemon=True).start()
     with open(crash_log, "w") as log:
         faulthandler.enable(file=log)
-        measure_job(job, connection.send)
+        measure_job(job, connection.send, wait_turn=connection.recv)
     os.remove(crash_log)
 
 
@@ -150,13 +160,15 @@ class _Running:
     def __init__(self, process, connection, job: Job, crash_log: Path):
         self.process, self.connection, self.crash_log = process, connection, crash_log
         self.tracker = JobTracker(job)
-        self.started = time.monotonic()
+        self.turn = False  # whether it may build and measure (see the module)
+        self.started = time.monotonic()  # of its turn, once it has one
         self.limit: str | None = None  # set when the sweep ends the worker for a limit
 
 
 class LocalWorkers:
-    """Jobs in up to ``count`` worker processes at once; ``time_limit`` (seconds) and
-    ``memory_limit`` (bytes of resident memory, the worker's children included) per job."""
+    """Jobs in up to ``count`` worker processes at once, and one started early (see the
+    module); ``time_limit`` (seconds, from a worker's turn) and ``memory_limit`` (bytes of
+    resident memory, the worker's children included) per job."""
 
     def __init__(self, count: int, time_limit: float | None = None, memory_limit: int | None = None):
         self.count, self.time_limit, self.memory_limit = count, time_limit, memory_limit
@@ -166,10 +178,12 @@ class LocalWorkers:
         """Run ``jobs``, calling ``handle`` with each event (see :class:`JobTracker`)."""
         context = fork_server.context()
         pending, running = deque(jobs), []
+        early = 0 if any(get_target(job.target).runs_programs for job in jobs) else 1
         try:
             while pending or running:
-                while pending and len(running) < self.count:
+                while pending and len(running) < self.count + early:
                     running.append(self._start(context, pending.popleft()))
+                self._give_turns(running)
                 wait([r.connection for r in running] + [r.process.sentinel for r in running], POLL_SECONDS)
                 for worker in list(running):
                     alive = worker.process.is_alive()  # before draining: an ended worker's last records are read
@@ -189,15 +203,24 @@ class LocalWorkers:
                 worker.process.join()
 
     def _start(self, context, job: Job) -> _Running:
-        receiving, sending = context.Pipe(duplex=False)
+        ours, workers = context.Pipe()
         self._started += 1
         crash_log = Path(job.context.results_dir) / LOG_DIR / f".worker-{os.getpid()}-{self._started}.crash.log"
         crash_log.parent.mkdir(parents=True, exist_ok=True)
-        process = context.Process(target=_worker_main, args=(job, sending, str(crash_log), os.getpid()),
+        process = context.Process(target=_worker_main, args=(job, workers, str(crash_log), os.getpid()),
                                   daemon=True)
         process.start()
-        sending.close()
-        return _Running(process, receiving, job, crash_log)
+        workers.close()
+        return _Running(process, ours, job, crash_log)
+
+    def _give_turns(self, running: list[_Running]) -> None:
+        """A turn to each waiting worker, in the order they started, while fewer than ``count``
+        have one and still measure (one whose records are all in is only ending)."""
+        free = self.count - sum(worker.turn and not worker.tracker.finished for worker in running)
+        for worker in [w for w in running if not w.turn][:max(free, 0)]:
+            worker.turn, worker.started = True, time.monotonic()
+            with contextlib.suppress(OSError):  # it ended meanwhile: its sentinel says how
+                worker.connection.send(True)
 
     @staticmethod
     def _drain(worker: _Running, handle) -> None:
@@ -211,7 +234,7 @@ class LocalWorkers:
             handle(worker.tracker.on(message))
 
     def _check_limits(self, worker: _Running) -> None:
-        if self.time_limit and time.monotonic() - worker.started > self.time_limit:
+        if self.time_limit and worker.turn and time.monotonic() - worker.started > self.time_limit:
             worker.limit = f"time limit of {self.time_limit:g} s reached"
         elif self.memory_limit:
             resident = _resident_bytes(worker.process.pid)

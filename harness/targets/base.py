@@ -78,6 +78,11 @@ class Target:
         """Check once per sweep that this host can measure; raise TargetUnavailableError
         (every record skipped, with its message) or a UsageError (a bad option)."""
 
+    def load_cached_model(self, model) -> None:
+        """Read from the disk caches what :meth:`prepare_model` would build, where they hold
+        it, computing nothing: a local worker does it before its turn, while the workers
+        before it still measure (see :class:`harness.pipeline.workers.LocalWorkers`)."""
+
     def prepare_model(self, model) -> None:
         """Build what every strategy of ``model`` shares (a worker does it before the first
         measurement, so a crash there is known to be the model's, not one strategy's)."""

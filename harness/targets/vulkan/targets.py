@@ -84,6 +84,9 @@ class Vulkan(Target):
                "delegate_ops", "ops_outside_delegate", "own_clones", "pte_bytes", "pass_seconds", "finish_seconds",
                "serialize_seconds", "prefix_seconds", "optimal")
 
+    def load_cached_model(self, model) -> None:
+        model.load_cached_vulkan_lowering()
+
     def prepare_model(self, model) -> None:
         model.vulkan_lowering
 
