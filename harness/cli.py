@@ -61,7 +61,8 @@ def _add_sweep_arguments(command, required: bool) -> None:
     workers = command.add_argument_group("workers", "each model is measured in a worker process; a crash or a "
                                           "limit there is a failed record, and the sweep goes on")
     workers.add_argument("--workers", type=_count, default=None,
-                         help="models measured at once on this machine (default: its cores; 0: in this process)")
+                         help="models measured at once on this machine (default: its cores; 0: in this process); "
+                         "one more worker reads its model's cached lowering meanwhile, unless programs are run")
     workers.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on a Ray cluster: its address (ray://host:10001, or auto), or none for Ray's "
                          "default ($RAY_ADDRESS, else a new cluster on this machine)")

@@ -4,13 +4,15 @@ once, so a worker starts in milliseconds, not seconds.
 This module imports none of that itself, so the command line can start the server before
 its own heavy imports (:func:`start_early`): the two import at once on two cores, and the
 first worker does not wait for a second round of imports after the sweep is planned.
+Last, the server takes what it imported out of the garbage collector's way
+(:mod:`harness.pipeline.fork_server_ready`).
 """
 
 import multiprocessing
 import multiprocessing.forkserver
 
 PRELOAD = ["harness.quiet", "harness.pipeline.workers", "harness.targets.vulkan.targets",
-           "harness.targets.arm.targets"]
+           "harness.targets.arm.targets", "harness.pipeline.fork_server_ready"]
 
 
 def context():

@@ -18,7 +18,6 @@ None starts early where the target runs programs: a load beside a timed run woul
 
 import contextlib
 import faulthandler
-import gc
 import os
 import pickle
 import re
@@ -146,9 +145,6 @@ def _exit_with(sweep_pid: int) -> None:
 
 
 def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
-    # What the fork server imported (torch, ExecuTorch) is never garbage: out of the
-    # collector's way, every collection here stops traversing it (a prefix loads ~1.7x faster).
-    gc.freeze()
     threading.Thread(target=_exit_with, args=(sweep_pid,), daemon=True).start()
     with open(crash_log, "w") as log:
         faulthandler.enable(file=log)
