@@ -20,7 +20,9 @@ from harness.pipeline.sweep import run_sweep
 from harness.pipeline.workers import Execution
 from harness.targets import MeasureContext
 from harness.targets.accuracy import flat_outputs
-from harness.pipeline.model import pipeline
+from harness.pipeline.model import PREFIXES, pipeline, prefix_key
+
+from .user_strategies import pass_times
 
 SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
 
@@ -153,6 +155,22 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
     assert records[0]["reason"].startswith("the pybindings runtime exited with")
     assert records[0]["transitions"] >= 0  # the layout metrics are kept beside the failure
     assert (tmp_path / "programs" / "synthetic_small" / "bfs-downstream.pte").stat().st_size > 0
+
+
+def test_no_worker_loads_early_beside_a_timed_run(tmp_path, monkeypatch, stand_in_runner):
+    """vulkan-run times programs: the next model's worker reads nothing (not even a cached
+    prefix) until the model before it has finished."""
+    log = tmp_path / "passes.log"
+    monkeypatch.setenv("USER_STRATEGY_LOG", str(log))
+    models = ["synthetic_small", "synthetic:12"]
+    for model in models:
+        pipeline(model).vulkan_lowering  # in the cache
+    results = tmp_path / "results"
+    run_sweep(models, ["tests.user_strategies:LogsItsPass"], "vulkan-run", RecordStore(results),
+              context=MeasureContext(results, et_runner=str(stand_in_runner), run_settings=SETTINGS),
+              execution=Execution(workers=1))
+    (_, first_end), _ = pass_times(log)
+    assert PREFIXES.path(prefix_key(models[1])).stat().st_mtime > first_end  # reading an entry marks it used
 
 
 def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):

@@ -15,6 +15,8 @@ from harness.pipeline.sweep import run_sweep
 from harness.pipeline.workers import Execution, JobTracker, crash_site, crashed
 from harness.results.store import RecordStore
 
+from .user_strategies import pass_times
+
 ABORTS = "tests.user_strategies:Aborts"
 HANGS = "tests.user_strategies:Hangs"
 MODELS = ["synthetic_small", "synthetic:12"]
@@ -85,8 +87,7 @@ def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures
         pipeline(model).vulkan_lowering  # in the cache
     run_sweep(MODELS, ["tests.user_strategies:LogsItsPass"], "vulkan", RecordStore(tmp_path), fresh=True,
               execution=Execution(workers=1))
-    (_, first_end), (second_start, _) = sorted(tuple(map(float, line.split())) for line in log.read_text().split("\n")
-                                              if line)
+    (_, first_end), (second_start, _) = pass_times(log)
     read = PREFIXES.path(prefix_key(MODELS[1])).stat().st_mtime  # reading an entry marks it used
     assert read < first_end, "loaded early"
     assert second_start >= first_end, "measured in its turn"

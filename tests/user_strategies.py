@@ -90,7 +90,8 @@ class HoldsMemory(TagMemoryMetaPass):
 
 class LogsItsPass(TagMemoryMetaPass):
     """The pinned pass after a second's pause, appending when it ran (wall-clock start and
-    end) to the file $USER_STRATEGY_LOG names: it shows which passes ran at once."""
+    end) to the file $USER_STRATEGY_LOG names: it shows which passes ran at once (see
+    :func:`pass_times`)."""
 
     def call(self, graph_module):
         import os
@@ -102,3 +103,8 @@ class LogsItsPass(TagMemoryMetaPass):
         with open(os.environ["USER_STRATEGY_LOG"], "a") as log:
             log.write(f"{start} {time.time()}\n")
         return result
+
+
+def pass_times(log) -> list[tuple[float, float]]:
+    """(start, end) of each pass :class:`LogsItsPass` logged, in the order they started."""
+    return sorted(tuple(map(float, line.split())) for line in open(log).read().splitlines() if line)
