@@ -11,9 +11,10 @@ same entry wait for the first instead of computing it again; every entry carries
 length and a CRC-32 of its content, so one that was truncated or damaged is detected,
 said in one line on stderr, and rebuilt, never read as a wrong value. (A CRC, not a
 cryptographic digest: it guards against accidents, not adversaries, and checks the
-hundreds of megabytes a warm run reads about six times faster than SHA-256.) Reading an entry marks it used
-(its modification time), so :func:`prune` can drop what no run has needed for a while:
-each change of the lowering code leaves a new prefix of every model behind.
+hundreds of megabytes a warm run reads about six times faster than SHA-256.) Reading an
+entry marks it used (its modification time), so :func:`prune` can drop what no run has
+needed for a while: each change of the lowering code leaves a new prefix of every model
+behind.
 """
 
 import contextlib
