@@ -111,14 +111,8 @@ def _cache_record(record: dict) -> None:
 
 def _cached_record(identity: str) -> dict | None:
     """The record cache's record of ``identity`` (its log's text, if any, in ``log_text``)."""
-    body = RECORDS.read(identity)
-    if body is None:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:
-        RECORDS.discard(identity, "unreadable")
-        return None
+    record, _ = RECORDS.get(identity, json.loads)
+    return record
 
 
 def _with_log(record: dict, store: RecordStore) -> dict:
