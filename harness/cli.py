@@ -9,12 +9,14 @@ the gate found a regression, 2 the command was wrong (one line says what to chan
 import argparse
 import gc
 import json
+import os
 import signal
 import sys
 
 from harness import quiet
 from harness.cache import ENTRY_KINDS
 from harness.results.schema import default_thresholds
+from strategies.gpu_costs import COSTS_ENV
 
 PROGRAM = "layoutbench"
 
@@ -70,6 +72,9 @@ def _add_sweep_arguments(command, required: bool) -> None:
     workers.add_argument("--memory-limit", type=_gibibytes, metavar="GIB",
                          help="resident memory per worker (its children included); on Ray, also what a task "
                          "reserves (default 4)")
+    command.add_argument("--costs", metavar="FILE", help="a device's GPU cost table (from calibrate): every Vulkan "
+                         "record predicts its GPU time (predicted_gpu_ms), and ilp-time minimises it "
+                         "(default: $LAYOUTBENCH_COSTS)")
     _add_runtime_arguments(command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)"))
 
 
@@ -147,6 +152,18 @@ def _parser() -> argparse.ArgumentParser:
     costs.add_argument("results", nargs="+", help="results directories written by run --target vulkan-run")
     costs.add_argument("--out", help="also write the table here (.csv, or .json)")
     costs.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+    calibrate = commands.add_parser(
+        "calibrate", help="measure what each node costs in each representation on this machine's Vulkan device "
+        "(a few assignments per model that together cover them) and fit a cost table for --costs and ilp-time")
+    _add_sweep_arguments(calibrate, required=False)
+    calibrate.add_argument("--rounds", type=_positive, default=6,
+                           help="calibration assignments per model (default %(default)s, at most 8)")
+    calibrate.add_argument("--fit", nargs="+", metavar="RESULTS",
+                           help="fit from these results directories instead (runs of one device, e.g. "
+                           "import-remote's); no program is run")
+    calibrate.add_argument("--table", help="the cost table to write (default: OUT/costs.json)")
+    calibrate.set_defaults(strategies="", target="vulkan-run")
 
     remote = commands.add_parser(
         "import-remote", help="records of programs run on another machine by harness/targets/vulkan/remote.py")
@@ -256,6 +273,43 @@ def _costs(args) -> int:
         print(table.to_string(index=False, float_format=format_number))
     else:
         print(table.to_json(orient="records", indent=1) if args.format == "json" else table.to_csv(index=False))
+    return 0
+
+
+def _calibrate(args) -> int:
+    from pathlib import Path
+
+    from harness.errors import UsageError
+
+    if not (args.fit or args.models or args.zoo):
+        raise UsageError("say what to calibrate on (--models or --zoo), or which runs to fit (--fit RESULTS ...)")
+    if args.fit and (args.models or args.zoo):
+        raise UsageError("--fit fits runs already made; drop --models/--zoo")
+    if not args.fit:
+        _start_local_workers(args)
+    import models
+    import strategies
+    from harness.inspection.costs import fit_cost_model, write_cost_model
+    from strategies.calibration import MAX_ROUNDS, round_name
+
+    if args.rounds > MAX_ROUNDS:
+        raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
+    names = None
+    if not args.fit:
+        names = [round_name(n) for n in range(1, args.rounds + 1)]
+        names += strategies.resolve_strategies(args.strategies) if args.strategies else []
+        records = _sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
+        if not any(r["status"] == "ok" for r in records):
+            raise UsageError("no program ran, so there is nothing to fit (reasons above)")
+    try:
+        table = fit_cost_model(args.fit or [args.out], names)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    path = write_cost_model(table, args.table or Path(args.out) / "costs.json")
+    print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices, "
+          f"{len(table.operators)} (operator, representations) fits, {len(table.transitions)} transition fits",
+          file=sys.stderr)
+    print(path)
     return 0
 
 
@@ -555,7 +609,7 @@ def _compare(args) -> int:
 
 
 COMMANDS = {"list": _list, "run": _run, "gate": _gate, "compare": _compare, "explain": _explain,
-            "profile": _profile, "costs": _costs, "import-remote": _import_remote,
+            "profile": _profile, "costs": _costs, "calibrate": _calibrate, "import-remote": _import_remote,
             "report": _report, "cache": _cache, "dashboard": _dashboard}
 
 
@@ -565,6 +619,9 @@ def _interrupt(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "costs", None):
+        # Through the environment, so that every worker (local, forked, or on Ray) prices with it.
+        os.environ[COSTS_ENV] = os.path.abspath(args.costs)
     signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the workers and keeps finished records, as Ctrl-C does
     quiet.apply(args.verbose)
     from harness.errors import LayoutbenchError, MeasurementError

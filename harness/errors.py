@@ -5,6 +5,7 @@ from strategies.errors import (  # noqa: F401  (re-exported: the one set of erro
     InvalidModelError,
     LayoutbenchError,
     MeasurementError,
+    UnavailableError,
     UnknownNameError,
     UsageError,
 )
@@ -18,9 +19,9 @@ class LoweringError(MeasurementError):
     """ExecuTorch failed to partition, lower or serialize a model."""
 
 
-class TargetUnavailableError(LayoutbenchError):
-    """A target's tools are not installed or cannot run on this host: its records are
-    ``skipped`` with this one-line reason, not ``failed``."""
+class TargetUnavailableError(UnavailableError):
+    """A target's tools are not installed or cannot run on this host: every record of the
+    target is ``skipped`` with this one-line reason."""
 
 
 def describe(error: BaseException) -> str:

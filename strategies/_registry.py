@@ -20,9 +20,11 @@ from strategies.errors import UnknownNameError
 from strategies.plugins import entry_point_names, load_object
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"
-BUILT_IN_MODULES = ("all_width_packed", "bfs_downstream", "bfs_refined", "dfs_upstream", "ilp")
+BUILT_IN_MODULES = ("all_width_packed", "bfs_downstream", "bfs_refined", "calibration", "dfs_upstream", "ilp",
+                    "ilp_time")
 
 _strategies: dict[str, type] = {}
+_unlisted: set[str] = set()  # found by name, left out of listings and ``all``
 
 
 def _load_built_ins() -> None:
@@ -52,12 +54,15 @@ def _check_strategy_class(name: str, cls) -> type:
     return cls
 
 
-def register_strategy(name: str):
-    """Class decorator: register a TagMemoryMetaPass subclass under ``name``."""
+def register_strategy(name: str, listed: bool = True):
+    """Class decorator: register a TagMemoryMetaPass subclass under ``name``; an unlisted one
+    (a tool's assignment, not a policy to compare) is found by name but not in ``all``."""
 
     def decorate(cls):
         _strategies[name] = _check_strategy_class(name, cls)
         cls.strategy_name = name
+        if not listed:
+            _unlisted.add(name)
         return cls
 
     return decorate
@@ -66,7 +71,7 @@ def register_strategy(name: str):
 def list_strategies(pattern: str = "*") -> list[str]:
     """Built-in and entry-point strategy names matching a glob pattern."""
     _load_built_ins()
-    names = set(_strategies) | set(entry_point_names(ENTRY_POINT_GROUP))
+    names = (set(_strategies) - _unlisted) | set(entry_point_names(ENTRY_POINT_GROUP))
     return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
 

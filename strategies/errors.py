@@ -34,5 +34,10 @@ class InvalidModelError(MeasurementError):
     range, no fused attention to unfuse, a factory that returns the wrong thing)."""
 
 
+class UnavailableError(LayoutbenchError):
+    """Something a measurement needs is not on this host (a tool, a runtime, a cost table):
+    its records are ``skipped`` with this one-line reason, not ``failed``."""
+
+
 class InvalidAssignmentError(MeasurementError):
     """A strategy gave an operator a tensor representation the operator does not accept."""

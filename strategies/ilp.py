@@ -10,15 +10,25 @@ Formulation over a :class:`~strategies.layout_problem.LayoutProblem`:
   exists; ``z[s, r] >= y[u, r] - x[s, r]`` for every use ``u`` of ``s``, so consumers that
   need the same target share one clone, as ExecuTorch's transition cache does.
 
-Objective: the number of clones (``count``) or the bytes they write (``bytes``), plus a
-tie-break worth less than half a unit of cost in total that prefers ExecuTorch's default
-representation (width-packed texture), so equal-cost optima are chosen reproducibly.
+Objective: the number of clones (``count``), the bytes they write (``bytes``), or the
+predicted GPU time of the assignment under a cost table (``time``, :mod:`strategies.gpu_costs`),
+plus a tie-break that prefers ExecuTorch's default representation (width-packed texture), so
+equal-cost optima are chosen reproducibly; it sums to less than half a unit of an integer
+cost, and to a microsecond's thousandth of a time. For ``time``:
+
+- ``c[o, a, b]`` (continuous, integral at the optimum): operator ``o`` reads its primary
+  argument as ``a`` and writes ``b``; its marginals are that use's ``y`` and its output's
+  ``x``, and it costs the node's time in (a, b). Where the time does not depend on ``a``,
+  the cost sits on ``x`` directly and no ``c`` is made.
+- ``t[s, f, r]`` (continuous): the clone of ``s`` into ``r`` copies from ``f``;
+  ``t >= z[s, r] + x[s, f] - 1``, costing that transition's time.
+
 Forced choices (singleton domains) are fixed by HiGHS' presolve.
 """
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import executorch.backends.vulkan.utils as vk_utils
 import highspy
@@ -27,6 +37,7 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMet
 from executorch.exir.pass_base import PassResult
 
 from strategies.errors import InvalidAssignmentError
+from strategies.gpu_costs import CostTable
 from strategies._registry import register_strategy
 from strategies.representations import DEFAULT_REPR, packed_dim_info
 from strategies.layout_problem import (
@@ -39,7 +50,8 @@ from strategies.layout_problem import (
     sync_components,
 )
 
-OBJECTIVES = ("count", "bytes")
+OBJECTIVES = ("count", "bytes", "time")
+TIME_TIE_BUDGET_MS = 1e-6  # the tie-break's total under the time objective
 
 
 @dataclass
@@ -105,7 +117,7 @@ class _Model:
 
 @dataclass
 class Formulation:
-    """The ILP of one problem: the model and the columns of its x, y, z and w variables."""
+    """The ILP of one problem: the model and the columns of its x, y, z, w, c and t variables."""
 
     model: _Model
     x: dict
@@ -113,6 +125,8 @@ class Formulation:
     tie_budget: float
     z: dict
     w: list
+    c: dict = field(default_factory=dict)  # operator -> {(input repr, output repr): column}
+    t: dict = field(default_factory=dict)  # (source, origin repr, target repr) -> column
 
     @property
     def variables(self) -> int:
@@ -123,13 +137,16 @@ class Formulation:
         return len(self.model.rows_lower)
 
 
-def formulate(problem: LayoutProblem, objective: str = "count") -> Formulation:
-    """Build the ILP of a problem (see the module docstring)."""
+def formulate(problem: LayoutProblem, objective: str = "count", table: CostTable | None = None) -> Formulation:
+    """Build the ILP of a problem (see the module docstring); ``table`` prices ``time``."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+    timed = objective == "time"
+    if timed and table is None:
+        raise ValueError("the time objective needs a cost table")
     model = _Model()
-    # Costs are integers, so a tie-break summing to less than 1/2 never trades a unit of cost.
-    tie_break = 0.5 / (len(problem.tensors) + 1)
+    # Integer costs: a tie-break summing to less than 1/2 never trades a unit of cost.
+    tie_break = (TIME_TIE_BUDGET_MS if timed else 0.5) / (len(problem.tensors) + 1)
 
     x = {
         key: {r: model.column(0.0 if r == DEFAULT_REPR else tie_break) for r in tensor.domain}
@@ -140,15 +157,22 @@ def formulate(problem: LayoutProblem, objective: str = "count") -> Formulation:
         model.row([(c, 1.0) for c in choices.values()], 1.0, 1.0)
 
     z: dict = {}
+    t: dict = {}
     for use, use_choices in zip(problem.uses, y):
         for source in use.sources:
             for r, y_col in use_choices.items():
                 if (source, r) not in z:
-                    z[(source, r)] = model.column(problem.transition_cost(source, r, objective), integer=False)
+                    cost = 0.0 if timed else problem.transition_cost(source, r, objective)
+                    z[(source, r)] = model.column(cost, integer=False)
+                    if timed:
+                        for origin, column in _price_transition(model, problem, table, x[source], source, r,
+                                                                z[(source, r)]).items():
+                            t[(source, origin, r)] = column
                 entries = [(z[(source, r)], 1.0), (y_col, -1.0)]
                 if r in x[source]:
                     entries.append((x[source][r], 1.0))
                 model.row(entries, 0.0, highspy.kHighsInf)
+    c = {op: pairs for op in problem.operators if timed and (pairs := _price_operator(model, problem, table, op, x, y))}
 
     w_columns = []
     for group in problem.sync_groups:
@@ -161,7 +185,39 @@ def formulate(problem: LayoutProblem, objective: str = "count") -> Formulation:
             for p, w_col in w.items():
                 entries = [(c, 1.0) for r, c in choices.items() if packed_dim_info(r) == p]
                 model.row(entries + [(w_col, -1.0)], 0.0, 0.0)
-    return Formulation(model, x, y, tie_break * len(problem.tensors), z, w_columns)
+    return Formulation(model, x, y, tie_break * len(problem.tensors), z, w_columns, c, t)
+
+
+def _price_transition(model: _Model, problem: LayoutProblem, table: CostTable, source_choices: dict,
+                      source, target, z_column: int) -> dict:
+    """The time of the clone of ``source`` into ``target``, by the representation it copies
+    from: a ``t`` column per origin with a time."""
+    columns = {}
+    for origin, x_column in source_choices.items():
+        ms = problem.transition_ms(table, source, origin, target) if origin != target else None
+        if ms:
+            columns[origin] = model.column(ms, integer=False)
+            model.row([(columns[origin], 1.0), (z_column, -1.0), (x_column, -1.0)], -1.0, highspy.kHighsInf)
+    return columns
+
+
+def _price_operator(model: _Model, problem: LayoutProblem, table: CostTable, op: str, x: dict, y: list) -> dict:
+    """An operator node's time in the representations it reads and writes (unpriced: 0):
+    on its output's ``x`` columns, or on ``c`` columns (returned) where its input matters."""
+    output = x[problem.op_outputs[op][0]]
+    primary = problem.operators[op].primary_use
+    inputs = y[primary] if primary is not None else {None: None}
+    costs = {(a, b): problem.node_ms(table, op, a, b) or 0.0 for a in inputs for b in output}
+    if all(costs[(a, b)] == costs[(next(iter(inputs)), b)] for a, b in costs):
+        for b, column in output.items():
+            model.cost[column] += costs[(next(iter(inputs)), b)]
+        return {}
+    pairs = {pair: model.column(ms, integer=False) for pair, ms in costs.items()}
+    for a, y_column in inputs.items():
+        model.row([(pairs[(a, b)], 1.0) for b in output] + [(y_column, -1.0)], 0.0, 0.0)
+    for b, x_column in output.items():
+        model.row([(pairs[(a, b)], 1.0) for a in inputs] + [(x_column, -1.0)], 0.0, 0.0)
+    return pairs
 
 
 def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[float] | None:
@@ -185,21 +241,26 @@ def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[flo
     tensor_reprs = {key: pick(("tensor", key)) for key in problem.tensors}
     for key, r in tensor_reprs.items():
         values[formulation.x[key][r]] = 1.0
-    for index, use in enumerate(problem.uses):
-        r = pick(("use", index))
+    use_reprs = [pick(("use", index)) for index in range(len(problem.uses))]
+    for index, (use, r) in enumerate(zip(problem.uses, use_reprs)):
         values[formulation.y[index][r]] = 1.0
         for source in use.sources:
             if tensor_reprs[source] != r:
                 values[formulation.z[(source, r)]] = 1.0
+                if (source, tensor_reprs[source], r) in formulation.t:
+                    values[formulation.t[(source, tensor_reprs[source], r)]] = 1.0
+    for op, pairs in formulation.c.items():
+        values[pairs[(use_reprs[problem.operators[op].primary_use], tensor_reprs[problem.op_outputs[op][0]])]] = 1.0
     for group, w in zip(problem.sync_groups, formulation.w):
         values[w[packed_dim_info(pick(group.members[0]))]] = 1.0
     return values
 
 
-def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0) -> Solution:
+def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
+          table: CostTable | None = None) -> Solution:
     """The cheapest assignment of the problem, proven optimal unless the time limit hit."""
     start = time.perf_counter()
-    formulation = formulate(problem, objective)
+    formulation = formulate(problem, objective, table)
     model, x, y = formulation.model, formulation.x, formulation.y
     highs = model.solve(time_limit, feasible_start(problem, formulation))
     status = highs.getModelStatus()
@@ -223,13 +284,18 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     tensor_reprs = {key: chosen(choices) for key, choices in x.items()}
     use_reprs = [chosen(choices) for choices in y]
     needed = needed_transitions(problem, tensor_reprs, use_reprs)
-    cost = sum(problem.transition_cost(s, r, objective) for s, r in needed)
+    if objective == "time":
+        cost = problem.predicted_ms(table, tensor_reprs, use_reprs)[0]
+        bound = info.mip_dual_bound - formulation.tie_budget if math.isfinite(info.mip_dual_bound) else 0.0
+    else:
+        cost = sum(problem.transition_cost(s, r, objective) for s, r in needed)
+        bound = _cost_bound(info.mip_dual_bound, formulation.tie_budget)
     return Solution(
         tensor_reprs=tensor_reprs,
         use_reprs=use_reprs,
         transitions=len(needed),
         cost=cost,
-        bound=_cost_bound(info.mip_dual_bound, formulation.tie_budget),
+        bound=bound,
         optimal=status == highspy.HighsModelStatus.kOptimal,
         solve_seconds=time.perf_counter() - start,
         variables=formulation.variables,
@@ -263,9 +329,13 @@ class IlpLayout(TagMemoryMetaPass):
     objective = "count"
     time_limit_seconds = 60.0
 
+    def cost_table(self) -> CostTable | None:
+        """The table the objective prices with (none for counts and bytes)."""
+        return None
+
     def call(self, graph_module):
         problem = extract(self, graph_module)
-        self.solution = solution = solve(problem, self.objective, self.time_limit_seconds)
+        self.solution = solution = solve(problem, self.objective, self.time_limit_seconds, self.cost_table())
         apply_assignment(self, graph_module, problem, solution.tensor_reprs, solution.use_reprs)
         return PassResult(graph_module, True)
 

@@ -8,6 +8,7 @@ extracts exactly that structure, with domains and sync groups taken from the sam
 the tests) speaks about the same choices.
 """
 
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -17,11 +18,13 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
 from strategies.errors import InvalidAssignmentError
+from strategies.gpu_costs import CostTable, graph_digest, pair_name
 from strategies.representations import (
     DEFAULT_REPR,
     Repr,
     as_pair,
     node_values,
+    op_name,
     packed_dim_info,
     reprs_of,
     tensor_bytes,
@@ -51,6 +54,16 @@ class Use:
 
 
 @dataclass
+class Operator:
+    """What prices an operator node: its operator, output elements and the use of its
+    primary (first tensor) argument, if it reads one."""
+
+    operator: str
+    elements: int
+    primary_use: int | None
+
+
+@dataclass
 class SyncGroup:
     """Members (``("tensor", key)`` or ``("use", index)``) that must share packed-dim info."""
 
@@ -66,12 +79,42 @@ class LayoutProblem:
     uses: list[Use] = field(default_factory=list)
     sync_groups: list[SyncGroup] = field(default_factory=list)
     op_outputs: dict[str, list[TensorKey]] = field(default_factory=dict)
+    operators: dict[str, Operator] = field(default_factory=dict)
+    graph: str = ""  # the digest cost tables know the partition's nodes by
 
     def transition_cost(self, source: TensorKey, target: Repr, objective: str) -> float:
         if objective == "count":
             return 1.0
         tensor = self.tensors[source]
         return float(tensor_bytes(list(tensor.shape), tensor.element_bytes, *target))
+
+    def tensor_size(self, key: TensorKey) -> int:
+        """Bytes of a tensor's elements, as a transition copies them (cost tables' unit)."""
+        tensor = self.tensors[key]
+        return math.prod(tensor.shape) * tensor.element_bytes
+
+    def node_ms(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> float | None:
+        """An operator node's time in the table when it reads its primary argument as
+        ``input_repr`` and writes ``output_repr``."""
+        info = self.operators[op]
+        return table.node_ms(self.graph, op, info.operator, pair_name(input_repr) if input_repr else "",
+                             pair_name(output_repr), info.elements)
+
+    def transition_ms(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> float | None:
+        return table.transition_ms(pair_name(source_repr), pair_name(target), self.tensor_size(source))
+
+    def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> tuple[float, int]:
+        """An assignment's time under ``table`` (operators and transitions) and how many of
+        its nodes the table could not price."""
+        total, unpriced = 0.0, 0
+        for op, info in self.operators.items():
+            primary = use_reprs[info.primary_use] if info.primary_use is not None else None
+            ms = self.node_ms(table, op, primary, tensor_reprs[self.op_outputs[op][0]])
+            total, unpriced = (total + ms, unpriced) if ms is not None else (total, unpriced + 1)
+        for source, target in needed_transitions(self, tensor_reprs, use_reprs):
+            ms = self.transition_ms(table, source, tensor_reprs[source], target)
+            total, unpriced = (total + ms, unpriced) if ms is not None else (total, unpriced + 1)
+        return total, unpriced
 
     def domain_of(self, member) -> list[Repr]:
         kind, ref = member
@@ -89,7 +132,7 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
     own notions of which nodes are operators and tensors, and its texture limits.
     ``inserted`` names clones a pass already inserted: they are seen through, so the
     problem is the one the pass started from."""
-    problem = LayoutProblem()
+    problem = LayoutProblem(graph=graph_digest(graph_module, inserted))
     consumer_domains: dict[TensorKey, list[Repr]] = {}
     for node in graph_module.graph.nodes:
         if not layout_pass.is_valid_op_node(node) or node.target == operator.getitem or node.name in inserted:
@@ -129,6 +172,9 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
         if repsets.sync_primary_io_repr and repsets.primary_arg_idx in use_indices:
             groups.append([("use", use_indices[repsets.primary_arg_idx]), ("tensor", outputs[0])])
         problem.sync_groups.extend(SyncGroup(node.name, members) for members in groups)
+        problem.operators[node.name] = Operator(
+            op_name(node.target), sum(v.numel() for v in node_values(node) if isinstance(v, torch.Tensor)),
+            min(use_indices.values()) if use_indices else None)
 
     # Partition inputs are free: any representation some consumer accepts.
     for key, tensor in problem.tensors.items():

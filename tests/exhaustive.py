@@ -22,8 +22,11 @@ def _decision_order(problem: LayoutProblem) -> list:
     return order
 
 
-def optimum(problem: LayoutProblem, objective: str = "count") -> float:
+def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> float:
+    """The least cost of any assignment: transitions counted, their bytes, or (``time``)
+    the predicted time of operators and transitions under ``table``."""
     order = _decision_order(problem)
+    first_outputs = {outputs[0]: op for op, outputs in problem.op_outputs.items()}
     groups_of: dict = {}
     for group in problem.sync_groups:
         for member in group.members:
@@ -32,6 +35,20 @@ def optimum(problem: LayoutProblem, objective: str = "count") -> float:
     chosen: dict = {}
     clones: dict = {}  # (source, repr) -> number of uses needing it
     state = {"cost": 0.0, "best": math.inf}
+
+    def clone_cost(source, representation) -> float:
+        if objective != "time":
+            return problem.transition_cost(source, representation, objective)
+        return problem.transition_ms(table, source, chosen[("tensor", source)], representation) or 0.0
+
+    def node_cost(member) -> float:
+        """An operator's time, known once its first output is chosen (its uses come first)."""
+        op = first_outputs.get(member[1]) if objective == "time" and member[0] == "tensor" else None
+        if op is None:
+            return 0.0
+        primary = problem.operators[op].primary_use
+        reads = chosen[("use", primary)] if primary is not None else None
+        return problem.node_ms(table, op, reads, chosen[member]) or 0.0
 
     def consistent(member) -> bool:
         for members in groups_of.get(member, []):
@@ -55,13 +72,15 @@ def optimum(problem: LayoutProblem, objective: str = "count") -> float:
         member = order[position]
         for representation in candidates(member):
             chosen[member] = representation
+            own = node_cost(member)
+            state["cost"] += own
             added = []
             if member[0] == "use":
                 for source in problem.uses[member[1]].sources:
                     if chosen[("tensor", source)] != representation:
                         pair = (source, representation)
                         if pair not in clones:
-                            state["cost"] += problem.transition_cost(source, representation, objective)
+                            state["cost"] += clone_cost(source, representation)
                         clones[pair] = clones.get(pair, 0) + 1
                         added.append(pair)
             if consistent(member):
@@ -70,7 +89,8 @@ def optimum(problem: LayoutProblem, objective: str = "count") -> float:
                 clones[pair] -= 1
                 if not clones[pair]:
                     del clones[pair]
-                    state["cost"] -= problem.transition_cost(pair[0], pair[1], objective)
+                    state["cost"] -= clone_cost(pair[0], pair[1])
+            state["cost"] -= own
             del chosen[member]
 
     visit(0)

@@ -1,5 +1,13 @@
-"""The per-operator cost table: GPU time per output element of every operator kind in each
-representation the strategies gave it, read from the ETDumps vulkan-run keeps.
+"""Cost tables from the ETDumps vulkan-run keeps.
+
+:func:`fit_cost_model` fits the cost model strategies and records predict GPU time with
+(:class:`strategies.gpu_costs.CostTable`): every node's measured time in each pair of
+representations it ran in; per (operator, representations) a fixed cost plus a cost per
+output element, fitted by non-negative least squares over the measured nodes; transitions
+per (from, to) as a fixed cost plus a cost per byte.
+
+:func:`cost_table` is the descriptive table: GPU time per output element of every operator
+kind in each representation the strategies gave it.
 
 Each results directory is one run: per (device, operator, input representations, output
 representation) its time per element is the summed GPU time of those dispatches over their
@@ -9,9 +17,15 @@ how far one run's number can be trusted. It is what a strategy that minimises ti
 than transitions would be built on.
 """
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
+
+from harness.errors import UsageError
+from strategies.gpu_costs import CostTable, LinearCost
 
 from harness.inspection.profile import by_representation, operator_kinds
 from harness.results.store import RecordStore, latest
@@ -21,12 +35,14 @@ from harness.targets.vulkan.targets import program_dispatches, program_path
 KEY = ["device", "operator", "inputs", "output"]
 
 
-def run_dispatches(results_dir: Path) -> pd.DataFrame:
-    """Every dispatch of every ok vulkan-run record with an ETDump, with its model, strategy
-    and device."""
+def run_dispatches(results_dir: Path, strategies=None) -> pd.DataFrame:
+    """Every dispatch of every ok vulkan-run record with an ETDump (of ``strategies``, where
+    given), with its model, strategy and device."""
     frames = []
     for record in latest(RecordStore(results_dir).read()):
         if record["target"] != "vulkan-run" or record["status"] != "ok":
+            continue
+        if strategies is not None and record["strategy"] not in strategies:
             continue
         pte = program_path(results_dir, record["model"], record["strategy"])
         if not pte.with_suffix(".etdump").exists():
@@ -78,4 +94,54 @@ def write(table: pd.DataFrame, path: Path) -> Path:
         path.write_text(table.to_json(orient="records", indent=1))
     else:
         table.to_csv(path, index=False)
+    return path
+
+
+def _fit(units: pd.Series, ms: pd.Series) -> LinearCost:
+    """ms = fixed + ns per unit, both non-negative; with one size only, all per unit (or
+    all fixed where the size is 0), so the cost scales to other sizes."""
+    units, ms = units.to_numpy(dtype=float), ms.to_numpy(dtype=float)
+    if len(np.unique(units)) < 2:
+        size = float(units[0])
+        return LinearCost(0.0, float(np.median(ms)) / size * 1e6) if size else LinearCost(float(np.median(ms)), 0.0)
+    (fixed, per_unit), _ = nnls(np.column_stack([np.ones_like(units), units * 1e-6]), ms)
+    return LinearCost(float(fixed), float(per_unit))
+
+
+def _fits(frame: pd.DataFrame, keys: list[str], units: str) -> dict:
+    return {key if len(keys) > 1 else key[0]: _fit(group[units], group["gpu_ms"])
+            for key, group in frame.groupby(keys, dropna=False)}
+
+
+def fit_cost_model(results_dirs: list[Path], strategies=None) -> CostTable:
+    """The cost model of the runs in ``results_dirs`` (of one device), from the ETDumps of
+    their ``strategies`` (all where None)."""
+    frame = pd.concat([run_dispatches(Path(d), strategies).assign(run=i) for i, d in enumerate(results_dirs)],
+                      ignore_index=True)
+    devices = sorted(frame["device"].unique())
+    if len(devices) != 1:
+        raise UsageError(f"a cost table is of one device; these runs are of {', '.join(devices)}")
+    frame = frame[frame["operator"] != STAGING].assign(
+        input=frame["inputs"].fillna("").str.split(", ").str[0], output=frame["output"].fillna(""))
+    # One time per node and program: a node may dispatch several kernels.
+    per_node = frame.groupby(["run", "model", "strategy", "graph", "node", "transition", "operator", "input",
+                              "output"], dropna=False).agg(gpu_ms=("gpu_ms", "sum"), elements=("elements", "first"),
+                                                           bytes=("bytes", "first")).reset_index()
+    operators = per_node[~per_node["transition"]]
+    transitions = per_node[per_node["transition"]]
+    nodes = operators.groupby(["graph", "node", "input", "output"])["gpu_ms"].median()
+    return CostTable(
+        device=devices[0],
+        nodes={key: float(ms) for key, ms in nodes.items()},
+        operators=_fits(operators, ["operator", "input", "output"], "elements"),
+        pooled=_fits(operators, ["operator"], "elements"),
+        transitions=_fits(transitions, ["input", "output"], "bytes"),
+        pooled_transition=_fit(transitions["bytes"], transitions["gpu_ms"]) if len(transitions) else None,
+    )
+
+
+def write_cost_model(table: CostTable, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table.to_json(), indent=1) + "\n")
     return path

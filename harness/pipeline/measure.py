@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import strategies
-from harness.errors import LayoutbenchError, TargetUnavailableError, UsageError, describe
+from harness.errors import LayoutbenchError, TargetUnavailableError, UnavailableError, UsageError, describe
 from harness.pipeline.model import ModelPipeline
 from harness.results.provenance import code_digest
 from harness.results.store import make_record
@@ -101,7 +101,7 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
         error = root_cause(raised)
         if isinstance(error, UsageError):
             raise error from raised
-        if isinstance(error, TargetUnavailableError):
+        if isinstance(error, UnavailableError):  # a tool, a runtime or a cost table this host lacks
             return record("skipped", str(error)), None
         trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
         return record("failed", describe(error), repeatable=target.failures_repeat), trace

@@ -87,6 +87,13 @@ METRICS = {m.name: m for m in (
     _timing("transition_gpu_ms", "GPU time of the transitions' dispatches", unit="ms"),
     _timing("transition_time_share", "Share of GPU dispatch time in transitions", unit="fraction",
             heading="trans. time", report=True),
+    _timing("staging_gpu_ms", "GPU time of ET-VK's copies of inputs and outputs", unit="ms"),
+    # predicted from a device's cost table (--costs): deterministic for one table and one program
+    Metric("predicted_gpu_ms", "ms", "Predicted GPU time of one inference (cost table)", gate="1%",
+           heading="pred. gpu", chart=True, report=True),
+    Metric("predicted_unpriced_nodes", "count", "Nodes the cost table could not price"),
+    _timing("prediction_error", "Predicted / measured GPU time of operators and transitions, less 1",
+            unit="fraction", better=None),
     # Arm targets
     _timing("lowering_seconds", "Lowering (Arm flows)"),
     Metric("tosa_ops", "count", "TOSA operators", better=None, heading="tosa ops", report=True),

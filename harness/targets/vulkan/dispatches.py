@@ -8,7 +8,8 @@ Inspector tells the calls apart by their instruction id. A *node map* written wh
 program is made (:func:`node_map`) says, per partition in execution order and node id,
 which graph node that is, whether the layout pass inserted it (a transition: the strategy's
 clones, not the model's own), the representations of its tensor inputs and output and its
-output's elements. With it, an ETDump is attributed without the lowered program at hand,
+output's elements and bytes; each partition also carries its graph's digest, by which cost
+tables know its nodes (:func:`strategies.gpu_costs.graph_digest`). With it, an ETDump is attributed without the lowered program at hand,
 also one that came back from another machine.
 """
 
@@ -23,14 +24,15 @@ import torch
 
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.metrics import is_transition
+from strategies.gpu_costs import graph_digest
 from strategies.representations import first_repr, node_values, op_name, repr_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
 STAGING = "staging"  # ET-VK's copies of inputs and outputs between the caller and the delegate
-DISPATCH_COLUMNS = ("partition", "node_id", "node", "operator", "kernel", "transition", "inputs", "output",
-                    "elements", "gpu_ms")
+DISPATCH_COLUMNS = ("partition", "graph", "node_id", "node", "operator", "kernel", "transition", "inputs", "output",
+                    "elements", "bytes", "gpu_ms")
 
 
 def serialized_calls(partition: LoweredPartition) -> list[torch.fx.Node]:
@@ -55,6 +57,10 @@ def _tensor_inputs(node: torch.fx.Node, program) -> list[str]:
 
 def _elements(node: torch.fx.Node) -> int:
     return sum(v.numel() for v in node_values(node) if isinstance(v, torch.Tensor))
+
+
+def _bytes(node: torch.fx.Node) -> int:
+    return sum(v.numel() * v.element_size() for v in node_values(node) if isinstance(v, torch.Tensor))
 
 
 def execution_order(lowered: LoweredProgram) -> list[int]:
@@ -84,8 +90,10 @@ def node_map(lowered: LoweredProgram) -> dict:
                 "inputs": _tensor_inputs(node, program),
                 "output": repr_name(output) if output is not None else None,
                 "elements": _elements(node),
+                "bytes": _bytes(node),
             })
-        partitions.append({"partition": index, "nodes": nodes})
+        graph = graph_digest(lowered.lowering.prefixes[index].program.graph_module)
+        partitions.append({"partition": index, "graph": graph, "nodes": nodes})
     return {"partitions": partitions}
 
 
@@ -120,12 +128,12 @@ have no node: their operator is ``staging``."""
     for instruction, dispatch, times in events:
         call = calls.index(instruction)
         partition = nodes["partitions"][call]
-        row = {"partition": partition["partition"], "kernel": dispatch["kernel_name"], "transition": False,
-               "gpu_ms": float(statistics.median(times))}
+        row = {"partition": partition["partition"], "graph": partition.get("graph"), "kernel": dispatch["kernel_name"],
+               "transition": False, "gpu_ms": float(statistics.median(times))}
         if "operator" not in dispatch:
             # Copies between the caller's tensors and the delegate's, in and out: no node's.
             rows.append({**row, "node_id": None, "node": dispatch["kernel_name"], "operator": STAGING,
-                         "inputs": "", "output": None, "elements": 0})
+                         "inputs": "", "output": None, "elements": 0, "bytes": 0})
             continue
         node_id = dispatch["operator"]["delegate_node_id"]
         node = partition["nodes"][node_id]
@@ -134,16 +142,18 @@ have no node: their operator is ``staging``."""
                              f"in the ETDump but {node['operator']} in the program: is it this program's ETDump?")
         rows.append({**row, "node_id": node_id, "node": node["node"], "operator": node["operator"],
                      "transition": node["transition"], "inputs": ", ".join(node["inputs"]),
-                     "output": node["output"], "elements": node["elements"]})
+                     "output": node["output"], "elements": node["elements"], "bytes": node.get("bytes")})
     return pd.DataFrame(rows, columns=list(DISPATCH_COLUMNS))
 
 
 def gpu_summary(frame: "pd.DataFrame") -> dict:
-    """Record fields of one run's dispatches: their summed GPU time and the transitions' share."""
+    """Record fields of one run's dispatches: their summed GPU time, the transitions' share,
+    and the copies of inputs and outputs (what a cost table's prediction leaves out)."""
     total = float(frame["gpu_ms"].sum())
     transitions = float(frame.loc[frame["transition"], "gpu_ms"].sum())
     return {
         "gpu_dispatch_ms": total,
         "transition_gpu_ms": transitions,
         "transition_time_share": transitions / total if total else None,
+        "staging_gpu_ms": float(frame.loc[frame["operator"] == STAGING, "gpu_ms"].sum()),
     }

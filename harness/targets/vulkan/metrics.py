@@ -20,6 +20,8 @@ from executorch.exir.dialects._ops import ops as exir_ops
 
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
+from strategies.gpu_costs import CostTable
+from strategies.layout_problem import extract, read_assignment
 from strategies.representations import first_repr, repr_name, tensor_bytes
 
 _VK_DTYPE_BYTES = {
@@ -168,3 +170,17 @@ def delegate_op_count(lowered: LoweredProgram) -> int:
 def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
     """Operators the partitioner left on the CPU, by target name."""
     return cpu_ops(lowered.lowering.edge_manager)
+
+
+def predicted_gpu_ms(lowered: LoweredProgram, table: CostTable) -> tuple[float, int]:
+    """The program's GPU time per inference under a cost table: every operator node in the
+    representations the strategy gave it, plus its transitions (ET-VK's copies of inputs
+    and outputs aside); and the nodes the table could not price."""
+    total, unpriced = 0.0, 0
+    for partition in lowered.partitions:
+        graph_module = partition.program.graph_module
+        inserted = frozenset(n.name for n in graph_module.graph.nodes if is_transition(n, partition.prefix_node_names))
+        problem = extract(partition.layout_pass, graph_module, inserted)
+        ms, missing = problem.predicted_ms(table, *read_assignment(problem, graph_module))
+        total, unpriced = total + ms, unpriced + missing
+    return total, unpriced

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import strategies
+from strategies import gpu_costs
 from harness.errors import TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.targets.base import MeasureContext, Target, register_target
@@ -44,6 +45,9 @@ def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -
         "own_clones": metrics.own_clone_count(lowered),
     })
     fields.update(strategies.summarize(strategy_cls, [p.layout_pass for p in lowered.partitions]))
+    table = gpu_costs.active_table()
+    if table is not None:
+        fields["predicted_gpu_ms"], fields["predicted_unpriced_nodes"] = metrics.predicted_gpu_ms(lowered, table)
     return lowered, pte
 
 
@@ -82,7 +86,16 @@ class Vulkan(Target):
 
     metrics = ("transitions", "transition_bytes", "delegate_memory_bytes", "transition_memory_bytes", "partitions",
                "delegate_ops", "ops_outside_delegate", "own_clones", "pte_bytes", "pass_seconds", "finish_seconds",
-               "serialize_seconds", "prefix_seconds", "optimal")
+               "serialize_seconds", "prefix_seconds", "optimal", "predicted_gpu_ms", "predicted_unpriced_nodes")
+
+    def environment(self, context: MeasureContext) -> dict:
+        """The cost table too, where one is in force: it prices ``predicted_gpu_ms`` and
+        decides ``ilp-time``."""
+        environment = super().environment(context)
+        table = gpu_costs.active_table()
+        if table is not None:
+            environment["gpu_costs"] = f"{table.device}:{table.digest}"
+        return environment
 
     def load_cached_model(self, model) -> None:
         model.load_cached_vulkan_lowering()

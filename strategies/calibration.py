@@ -1,0 +1,63 @@
+"""``calibration-N``: the assignments ``layoutbench calibrate`` measures a cost table from.
+
+Round N is the N-th of a sequence of ILP solutions over the same OpRepSets, each putting
+as many operator nodes as it can in a (primary input, output) representation pair that no
+earlier round used, at a small price per transition; so that, together, a few programs
+measure every node in as many of its allowed representations as possible. Each round
+recomputes the rounds before it (they depend only on the graph), so a round is a plain
+strategy: any worker, any machine, the same program. Unlisted: these are measurements,
+not layout policies to compare.
+"""
+
+from strategies._registry import register_strategy
+from strategies.gpu_costs import pair_name
+from strategies.ilp import IlpLayout, solve
+from strategies.layout_problem import LayoutProblem, apply_assignment, extract
+from executorch.exir.pass_base import PassResult
+
+MAX_ROUNDS = 8
+NEW_PAIR_VALUE = -1.0  # a node measured in a pair of representations no round used yet
+TRANSITION_PRICE = 0.25  # what a round pays per clone for new pairs: four of them buy one
+
+
+class _Coverage:
+    """A cost table's interface pricing novelty: a pair already covered is worth nothing."""
+
+    def __init__(self):
+        self.covered: set = set()
+
+    def node_ms(self, graph, node, operator, input_name, output_name, elements) -> float:
+        return 0.0 if (node, input_name, output_name) in self.covered else NEW_PAIR_VALUE
+
+    def transition_ms(self, source, target, size_bytes) -> float:
+        return TRANSITION_PRICE
+
+    def cover(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> None:
+        for op, info in problem.operators.items():
+            primary = use_reprs[info.primary_use] if info.primary_use is not None else None
+            output = tensor_reprs[problem.op_outputs[op][0]]
+            self.covered.add((op, pair_name(primary) if primary else "", pair_name(output)))
+
+
+class CalibrationLayout(IlpLayout):
+    """The ``round``-th calibration assignment (see the module docstring)."""
+
+    round = 1
+
+    def call(self, graph_module):
+        problem = extract(self, graph_module)
+        coverage = _Coverage()
+        for _ in range(self.round):
+            self.solution = solve(problem, "time", self.time_limit_seconds, coverage)
+            coverage.cover(problem, self.solution.tensor_reprs, self.solution.use_reprs)
+        apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
+        return PassResult(graph_module, True)
+
+
+def round_name(number: int) -> str:
+    return f"calibration-{number}"
+
+
+for _number in range(1, MAX_ROUNDS + 1):
+    register_strategy(round_name(_number), listed=False)(
+        type(f"CalibrationRound{_number}", (CalibrationLayout,), {"round": _number, "__module__": __name__}))
