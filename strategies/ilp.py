@@ -204,25 +204,31 @@ def _price_transition(model: _Model, problem: LayoutProblem, table: CostTable, s
 def _price_operator(model: _Model, problem: LayoutProblem, table: CostTable, op: str, x: dict, y: list) -> dict:
     """An operator node's time in the representations it reads and writes (unpriced: 0):
     on its output's ``x`` columns, or on ``c`` columns (returned) where its input matters."""
-    output = x[problem.op_outputs[op][0]]
+    output_key = problem.op_outputs[op][0]
+    output = x[output_key]
     primary = problem.operators[op].primary_use
     inputs = y[primary] if primary is not None else {None: None}
-    costs = {(a, b): problem.node_ms(table, op, a, b) or 0.0 for a in inputs for b in output}
-    if all(costs[(a, b)] == costs[(next(iter(inputs)), b)] for a, b in costs):
+    # Where a sync rule ties the two, only pairs with one packed-dim info can occur.
+    synced = any(g.op == op and ("use", primary) in g.members and ("tensor", output_key) in g.members
+                 for g in problem.sync_groups)
+    costs = {(a, b): problem.node_ms(table, op, a, b) or 0.0 for a in inputs for b in output
+             if not synced or packed_dim_info(a) == packed_dim_info(b)}
+    by_output = {b: {ms for (_, out), ms in costs.items() if out == b} for b in output}
+    if all(len(times) == 1 for times in by_output.values()):  # the input does not matter
         for b, column in output.items():
-            model.cost[column] += costs[(next(iter(inputs)), b)]
+            model.cost[column] += by_output[b].pop()
         return {}
     pairs = {pair: model.column(ms, integer=False) for pair, ms in costs.items()}
     for a, y_column in inputs.items():
-        model.row([(pairs[(a, b)], 1.0) for b in output] + [(y_column, -1.0)], 0.0, 0.0)
+        model.row([(pairs[(a, b)], 1.0) for b in output if (a, b) in pairs] + [(y_column, -1.0)], 0.0, 0.0)
     for b, x_column in output.items():
-        model.row([(pairs[(a, b)], 1.0) for a in inputs] + [(x_column, -1.0)], 0.0, 0.0)
+        model.row([(pairs[(a, b)], 1.0) for a in inputs if (a, b) in pairs] + [(x_column, -1.0)], 0.0, 0.0)
     return pairs
 
 
-def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[float] | None:
-    """Column values of a feasible assignment (each sync component on a packed-dim info all
-    its members allow, the default representation where free), or None if none is obvious."""
+def default_assignment(problem: LayoutProblem) -> tuple[dict, list] | None:
+    """A feasible assignment (each sync component on a packed-dim info all its members
+    allow, the default representation where free), or None if none is obvious."""
     choice: dict = {}
     for members in sync_components(problem):
         common = shared_packed_dim_infos(problem, members)
@@ -237,11 +243,15 @@ def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[flo
         domain = problem.domain_of(member)
         return choice.get(member, DEFAULT_REPR if DEFAULT_REPR in domain else domain[0])
 
+    return ({key: pick(("tensor", key)) for key in problem.tensors},
+            [pick(("use", index)) for index in range(len(problem.uses))])
+
+
+def column_values(problem: LayoutProblem, formulation: Formulation, tensor_reprs: dict, use_reprs: list) -> list[float]:
+    """Every column's value for an assignment: a start HiGHS can take as its incumbent."""
     values = [0.0] * formulation.variables
-    tensor_reprs = {key: pick(("tensor", key)) for key in problem.tensors}
     for key, r in tensor_reprs.items():
         values[formulation.x[key][r]] = 1.0
-    use_reprs = [pick(("use", index)) for index in range(len(problem.uses))]
     for index, (use, r) in enumerate(zip(problem.uses, use_reprs)):
         values[formulation.y[index][r]] = 1.0
         for source in use.sources:
@@ -252,8 +262,22 @@ def feasible_start(problem: LayoutProblem, formulation: Formulation) -> list[flo
     for op, pairs in formulation.c.items():
         values[pairs[(use_reprs[problem.operators[op].primary_use], tensor_reprs[problem.op_outputs[op][0]])]] = 1.0
     for group, w in zip(problem.sync_groups, formulation.w):
-        values[w[packed_dim_info(pick(group.members[0]))]] = 1.0
+        kind, ref = group.members[0]
+        values[w[packed_dim_info(tensor_reprs[ref] if kind == "tensor" else use_reprs[ref])]] = 1.0
     return values
+
+
+def _time_start(problem: LayoutProblem, table, time_limit: float) -> tuple[dict, list] | None:
+    """The quicker of the default assignment and the count optimum under ``table``: HiGHS
+    starts from it, so a time limit never returns worse than the fewest transitions."""
+    candidates = [default_assignment(problem)]
+    try:
+        fewest = solve(problem, "count", time_limit)
+        candidates.append((fewest.tensor_reprs, fewest.use_reprs))
+    except InvalidAssignmentError:
+        pass
+    candidates = [c for c in candidates if c is not None]
+    return min(candidates, key=lambda c: problem.predicted_ms(table, *c)[0]) if candidates else None
 
 
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
@@ -262,7 +286,8 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     start = time.perf_counter()
     formulation = formulate(problem, objective, table)
     model, x, y = formulation.model, formulation.x, formulation.y
-    highs = model.solve(time_limit, feasible_start(problem, formulation))
+    assignment = _time_start(problem, table, time_limit) if objective == "time" else default_assignment(problem)
+    highs = model.solve(time_limit, column_values(problem, formulation, *assignment) if assignment else None)
     status = highs.getModelStatus()
     info = highs.getInfo()
     if info.primal_solution_status != highspy.kSolutionStatusFeasible:
