@@ -18,10 +18,14 @@ STATUSES = ("ok", "skipped", "failed")
 # Record fields that describe a record rather than measure it.
 CONTEXT_KEYS = (
     *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "runtime", "run_note",
-    "identity", "model_digest", "strategy_digest", "harness_digest", "environment",
+    "identity", "model_digest", "strategy_digest", "harness_digest", "environment", "latency_source",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",
 )
+
+# The values of a record's latency_source: the runtime's own events in its ETDump, or a
+# clock outside the runtime (harness.targets.vulkan.latency).
+ETDUMP, WALL_CLOCK = "etdump", "wall-clock"
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,13 @@ METRICS = {m.name: m for m in (
     # running a program (vulkan-run, the TOSA reference model, vgf)
     _timing("latency_ms_median", "Median latency of one inference", unit="ms", heading="latency", chart=True,
             report=True),
+    _timing("latency_ms_p10", "10th percentile of the inferences' latency", unit="ms"),
+    _timing("latency_ms_p90", "90th percentile of the inferences' latency", unit="ms"),
     _timing("latency_ms_min", "Fastest inference", unit="ms"),
     _timing("latency_ms_max", "Slowest inference", unit="ms"),
+    _timing("load_ms", "Loading the program's method (Method::init: shader pipelines, prepacking)", unit="ms"),
+    _timing("copy_inputs_ms", "Copying the inputs into the delegate, per inference (ETVK_COPY_INPUTS)", unit="ms"),
+    _timing("graph_execute_ms", "The delegate's graph, per inference (ETVK_COMPUTE_GRAPH_EXECUTE)", unit="ms"),
     Metric("iterations", "count", "Timed inferences", better=None),
     _timing("setup_seconds", "Set-up before the first inference (VGF)", report=True),
     _timing("peak_rss_bytes", "Peak resident memory of the run", unit="bytes", heading="peak rss"),
