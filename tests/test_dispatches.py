@@ -223,3 +223,21 @@ def test_imported_latency_is_the_median_of_the_timed_method_execute_events(impor
         assert profile.summary(recorded(record["strategy"]), record)["latency_ms_median"] == record[
             "latency_ms_median"]
 
+
+def test_asv_tracks_the_record_s_latency(imported):
+    """asv's Vulkan inference values for a (model, strategy) are its vulkan-run record's."""
+    from benchmarks import bench_vulkan_inference
+
+    _, records = imported
+    by_params = {(r["model"], r["strategy"]): r for r in records}
+    bench = bench_vulkan_inference.VulkanInference()
+    for (model, strategy), record in by_params.items():
+        bench.setup(by_params, model, strategy)
+        assert bench.track_latency_ms(by_params, model, strategy) == record["latency_ms_median"]
+        assert bench.track_load_ms(by_params, model, strategy) == record["load_ms"]
+        assert bench.track_gpu_dispatch_ms(by_params, model, strategy) == record["gpu_dispatch_ms"]
+    assert bench.track_latency_ms.unit == bench.track_load_ms.unit == "ms"
+    wall_clock = {key: {**record, "latency_source": "wall-clock"} for key, record in by_params.items()}
+    bench.setup(wall_clock, "synthetic_small", "bfs-downstream")
+    with pytest.raises(NotImplementedError, match="EVENT_TRACER"):
+        bench.track_latency_ms(wall_clock, "synthetic_small", "bfs-downstream")
