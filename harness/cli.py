@@ -74,9 +74,9 @@ def _add_sweep_arguments(command, required: bool) -> None:
 
 
 def _add_runtime_arguments(group) -> None:
-    group.add_argument("--et-runner", help="executor_runner built with Vulkan (and the event tracer, for GPU times); "
-                       "default: $LAYOUTBENCH_ET_RUNNER, executor_runner on PATH, the cache's runtime/, else "
-                       "ExecuTorch pybindings if they have VulkanBackend")
+    group.add_argument("--et-runner", help="executor_runner built with Vulkan (and the event tracer, for its latency "
+                       "and GPU times); default: $LAYOUTBENCH_ET_RUNNER, executor_runner on PATH, the cache's "
+                       "runtime/, else ExecuTorch pybindings if they have VulkanBackend")
     group.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
     group.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
 
