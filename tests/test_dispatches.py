@@ -153,7 +153,7 @@ def test_cost_table_without_etdumps_says_what_to_run(tmp_path):
         costs.cost_table([tmp_path])
 
 
-def _execute_and_init_ms(etdump: Path) -> tuple[list[float], float]:
+def inspector_times(etdump: Path) -> tuple[list[float], float]:
     """Method::execute's times in the order they ran, and Method::init's, read with
     ExecuTorch's Inspector (not with the harness's reader)."""
     from executorch.devtools import Inspector
@@ -166,7 +166,7 @@ def _execute_and_init_ms(etdump: Path) -> tuple[list[float], float]:
 @pytest.mark.parametrize("strategy", RECORDED)
 def test_runtime_times_are_the_etdump_s_own_events(strategy):
     times = latency.read_runtime_times(DATA / f"{strategy}.etdump")
-    executions, load = _execute_and_init_ms(DATA / f"{strategy}.etdump")
+    executions, load = inspector_times(DATA / f"{strategy}.etdump")
     assert times.execute_ms == pytest.approx(executions) and len(executions) == 3
     assert times.load_ms == pytest.approx(load)
     assert all(0 < part < whole for part, whole in zip(times.graph_execute_ms, times.execute_ms))
@@ -211,7 +211,7 @@ def test_imported_latency_is_the_median_of_the_timed_method_execute_events(impor
     out, records = imported
     assert {r["strategy"] for r in records} == set(RECORDED)
     for record in records:
-        executions, load = _execute_and_init_ms(program_path(out, "synthetic_small", record["strategy"])
+        executions, load = inspector_times(program_path(out, "synthetic_small", record["strategy"])
                                                 .with_suffix(".etdump"))
         timed = executions[IMPORTED_SETTINGS["warmup"]:]
         assert record["latency_source"] == "etdump" and record["iterations"] == 2

@@ -24,22 +24,14 @@ from harness.targets.accuracy import flat_outputs
 from harness.pipeline.model import PREFIXES, pipeline, prefix_key
 
 from .fake_executor_runner import WITHOUT_EVENT_TRACER
+from .test_dispatches import inspector_times
 from .user_strategies import pass_times
 
 SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
 
 
-def execute_events_ms(etdump: Path) -> list[float]:
-    """The ``Method::execute`` times of an ETDump in the order they ran, read with ExecuTorch's
-    Inspector (not with the harness's reader)."""
-    from executorch.devtools import Inspector
-
-    return [float(time) for block in Inspector(etdump_path=str(etdump)).event_blocks for event in block.events
-            if event.name == "Method::execute" for time in event.perf_data.raw]
-
-
 def assert_latency_is_the_timed_events_median(fields: dict, etdump: Path, settings: runners.RunSettings) -> None:
-    events = execute_events_ms(etdump)
+    events, _ = inspector_times(etdump)
     assert len(events) == settings.warmup + settings.iterations  # one process: warm-up and timed executions
     timed = events[settings.warmup:]
     assert fields["latency_source"] == "etdump"
