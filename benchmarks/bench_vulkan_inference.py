@@ -1,86 +1,53 @@
-"""asv suite: inference time and peak memory of each strategy's program on an ET-VK runtime.
+"""asv suite: each strategy's program run on an ET-VK runtime, the numbers of its vulkan-run record.
 
-Needs a runtime (``LAYOUTBENCH_ET_RUNNER`` or pybindings with VulkanBackend); without one
-``setup`` raises NotImplementedError, which asv reports as skipped. asv re-runs ``setup``
-before every timed call, so the program is lowered once per process (``_program``) and
-``setup`` only loads it. With pybindings one ``execute`` is timed; an executor_runner is
-timed as one process running one inference (program load included). With an
-executor_runner built with the event tracer, ``track_gpu_dispatch_ms`` also records the
-summed GPU time of one inference's dispatches (its ETDump): on a shared machine the
-steadier number of the two.
+``setup_cache`` runs the vulkan-run sweep once (warm-up and timed inferences in one runner
+process per program, as ``layoutbench run --target vulkan-run`` does); the ``track_``
+benchmarks read its records, so asv's value for a (model, strategy) is the record's. The
+latency is the median of the runtime's own ``Method::execute`` events in the ETDump, not a
+wall clock around processes (docs/latency.md); the load time is its ``Method::init``.
+
+Needs a runtime (``LAYOUTBENCH_ET_RUNNER``, an ``executor_runner`` on ``PATH`` or in the
+cache, or pybindings with VulkanBackend); without one every record is skipped, and so is
+every benchmark, with the reason. A runtime that writes no ETDump (a runner built without
+the event tracer) skips the event-timed benchmarks: its latencies, timed from outside,
+move by far more between runs than asv's threshold for these (asv.conf.json).
 """
 
-import functools
-import tempfile
-from pathlib import Path
+from asv_runner.benchmarks.mark import SkipNotImplemented
 
-from benchmarks._zoo import BENCH_MODELS
-from harness.pipeline.model import pipeline
-from harness.targets.vulkan.dispatches import gpu_summary, node_map, read_dispatches
-from harness.targets.vulkan.runners import NO_RUNTIME_REASON, Pybindings, find_runtime
-from harness.targets.vulkan.targets import measure_vulkan
+from benchmarks._zoo import BENCH_MODELS, RecordedSuite, track
+from harness.results.schema import ETDUMP
 from strategies import list_strategies
 
 STRATEGIES = list_strategies()
 
 
-GPU_RUNS = 5  # inferences whose median dispatch times make one track_gpu_dispatch_ms sample
+def event_timed(name: str):
+    """``track(name)``, skipped where the record's latency was not timed by the runtime's events."""
+    read = track(name)
+
+    def benchmark(self, records, *params):
+        if self.record["latency_source"] != ETDUMP:
+            raise SkipNotImplemented("the runtime wrote no ETDump: build executor_runner with "
+                                     "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON")
+        return read(self, records, *params)
+
+    benchmark.unit, benchmark.__doc__ = read.unit, read.__doc__
+    return benchmark
 
 
-@functools.cache
-def _program(model: str, strategy: str) -> tuple[bytes, dict]:
-    """The program and its node map (which node each dispatch is for)."""
-    lowered, pte = measure_vulkan(pipeline(model).vulkan_lowering, strategy, {})
-    return pte, node_map(lowered)
-
-
-class VulkanInference:
+class VulkanInference(RecordedSuite):
     params = (BENCH_MODELS, STRATEGIES)
     param_names = ("model", "strategy")
-    timeout = 1800
-    version = "vulkan-inference-1"
+    target = "vulkan-run"
+    # 2: the records' numbers (one process, the runtime's events), no longer wall clocks of
+    # runner processes timed here.
+    version = "vulkan-inference-2"
 
-    def setup(self, model, strategy):
-        # First, so teardown (which asv calls after a skipping setup too) always has it.
-        self.workdir = tempfile.TemporaryDirectory()
-        self.runtime = find_runtime(None)
-        if self.runtime is None:
-            raise NotImplementedError(NO_RUNTIME_REASON)
-        self.pte = Path(self.workdir.name) / "program.pte"
-        program, self.nodes = _program(model, strategy)
-        self.pte.write_bytes(program)
-        self.inputs = list(pipeline(model).exported.example_inputs[0])
-        if isinstance(self.runtime, Pybindings):
-            from executorch.runtime import Runtime
+    def setup_cache(self):
+        return self.sweep()
 
-            self.method = Runtime.get().load_program(self.pte).load_method("forward")
-            self.method.execute(self.inputs)
-        else:
-            self.input_files = self.runtime.write_inputs(self.inputs, Path(self.workdir.name))
-
-    def teardown(self, model, strategy):
-        self.workdir.cleanup()
-
-    def _infer(self):
-        if isinstance(self.runtime, Pybindings):
-            self.method.execute(self.inputs)
-        else:
-            self.runtime.execute(self.pte, self.input_files, 1, Path(self.workdir.name))
-
-    def time_vulkan_inference(self, model, strategy):
-        self._infer()
-
-    def peakmem_vulkan_inference(self, model, strategy):
-        self._infer()
-
-    def track_gpu_dispatch_ms(self, model, strategy):
-        if isinstance(self.runtime, Pybindings):
-            raise NotImplementedError("GPU dispatch times are read from an executor_runner's ETDump")
-        workdir = Path(self.workdir.name)
-        self.runtime.execute(self.pte, self.input_files, GPU_RUNS, workdir)
-        if not (workdir / "model.etdump").exists():
-            raise NotImplementedError("the executor_runner wrote no ETDump: build it with "
-                                      "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON")
-        return gpu_summary(read_dispatches(workdir / "model.etdump", self.nodes))["gpu_dispatch_ms"]
-
-    track_gpu_dispatch_ms.unit = "ms"
+    track_latency_ms = event_timed("latency_ms_median")
+    track_load_ms = event_timed("load_ms")
+    track_gpu_dispatch_ms = event_timed("gpu_dispatch_ms")
+    track_peak_rss_bytes = track("peak_rss_bytes")

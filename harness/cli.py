@@ -79,9 +79,9 @@ def _add_sweep_arguments(command, required: bool) -> None:
 
 
 def _add_runtime_arguments(group) -> None:
-    group.add_argument("--et-runner", help="executor_runner built with Vulkan (and the event tracer, for GPU times); "
-                       "default: $LAYOUTBENCH_ET_RUNNER, executor_runner on PATH, the cache's runtime/, else "
-                       "ExecuTorch pybindings if they have VulkanBackend")
+    group.add_argument("--et-runner", help="executor_runner built with Vulkan (and the event tracer, for its latency "
+                       "and GPU times); default: $LAYOUTBENCH_ET_RUNNER, executor_runner on PATH, the cache's "
+                       "runtime/, else ExecuTorch pybindings if they have VulkanBackend")
     group.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
     group.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
 
@@ -539,7 +539,7 @@ def _profile(args) -> int:
     names = [args.strategy] + ([args.vs] if args.vs else [])
     strategies.resolve_strategies(",".join(names))
     records = _sweep(args, [model], names, ["vulkan-run"])
-    frames = {}
+    frames, runs = {}, {}
     for record in records:
         if record["status"] != "ok":
             raise UsageError(f"{model} / {record['strategy']} on vulkan-run is {record['status']}: "
@@ -550,12 +550,13 @@ def _profile(args) -> int:
                              "deleted): build executor_runner with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run "
                              "with --fresh")
         frames[record["strategy"]] = program_dispatches(pte)
+        runs[record["strategy"]] = record
     first = frames[args.strategy]
-    result = {"model": model, "strategy": args.strategy, "summary": profile.summary(first),
+    result = {"model": model, "strategy": args.strategy, "summary": profile.summary(first, runs[args.strategy]),
               "operators": profile.by_operator(first), "representations": profile.by_representation(first),
               "top_dispatches": profile.top_dispatches(first, args.top)}
     if args.vs:
-        result.update(vs=args.vs, vs_summary=profile.summary(frames[args.vs]),
+        result.update(vs=args.vs, vs_summary=profile.summary(frames[args.vs], runs[args.vs]),
                       **profile.versus(first, frames[args.vs], (args.strategy, args.vs)))
     chart = Path(args.chart or Path(args.out) / f"profile-{model}-{'-vs-'.join(names)}.png".replace(":", "."))
     profile.chart(frames, f"{model}: GPU time per operator", chart)
@@ -573,8 +574,10 @@ def _render_profile(result: dict, output_format: str) -> str:
         return _tables_json(result)
 
     def headline(strategy: str, summary: dict) -> str:
-        return (f"{strategy}: {summary['gpu_dispatch_ms']:.3f} ms of GPU dispatches per inference "
-                f"({summary['dispatches']} dispatches); {summary['transitions']} transitions "
+        return (f"{strategy}: {summary['latency_ms_median']:.3f} ms per inference (p10 "
+                f"{summary['latency_ms_p10']:.3f}, p90 {summary['latency_ms_p90']:.3f}; {summary['latency_source']}), "
+                f"load {summary['load_ms']:.1f} ms; {summary['gpu_dispatch_ms']:.3f} ms of GPU dispatches per "
+                f"inference ({summary['dispatches']} dispatches); {summary['transitions']} transitions "
                 f"{summary['transition_gpu_ms']:.3f} ms = {100 * (summary['transition_time_share'] or 0):.2f} %")
 
     def table(frame: pd.DataFrame) -> str:

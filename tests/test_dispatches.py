@@ -1,4 +1,5 @@
-"""GPU time attributed by node: node maps, ETDumps, profile tables and the cost table.
+"""What an ET-VK run's ETDump says: GPU time attributed by node (node maps, profile tables,
+the cost table), and the runtime's own per-inference latency and load time.
 
 ``tests/data/etvk/`` holds two real ETDumps of synthetic_small (bfs-downstream and
 all-width-packed), written by an ET-VK executor_runner on Mesa's lavapipe with three
@@ -7,6 +8,8 @@ inferences each, and the node maps vulkan-run wrote beside them.
 
 import json
 import shutil
+import statistics
+import tarfile
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +19,9 @@ from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 import strategies
 from harness.inspection import costs, profile
 from harness.pipeline.model import pipeline
+from harness.pipeline.remote_runs import import_remote
 from harness.results.store import RecordStore, make_record
-from harness.targets.vulkan import metrics
+from harness.targets.vulkan import latency, metrics
 from harness.targets.vulkan.dispatches import STAGING, gpu_summary, node_map, read_dispatches
 from harness.targets.vulkan.targets import program_path
 
@@ -147,3 +151,93 @@ def test_cost_table_without_etdumps_says_what_to_run(tmp_path):
     RecordStore(tmp_path).append(make_record("synthetic_small", "bfs-downstream", "vulkan", "ok"))
     with pytest.raises(FileNotFoundError, match="--target vulkan-run"):
         costs.cost_table([tmp_path])
+
+
+def inspector_times(etdump: Path) -> tuple[list[float], float]:
+    """Method::execute's times in the order they ran, and Method::init's, read with
+    ExecuTorch's Inspector (not with the harness's reader)."""
+    from executorch.devtools import Inspector
+
+    events = [event for block in Inspector(etdump_path=str(etdump)).event_blocks for event in block.events]
+    executions = [float(t) for event in events if event.name == "Method::execute" for t in event.perf_data.raw]
+    return executions, next(float(event.perf_data.raw[0]) for event in events if event.name == "Method::init")
+
+
+@pytest.mark.parametrize("strategy", RECORDED)
+def test_runtime_times_are_the_etdump_s_own_events(strategy):
+    times = latency.read_runtime_times(DATA / f"{strategy}.etdump")
+    executions, load = inspector_times(DATA / f"{strategy}.etdump")
+    assert times.execute_ms == pytest.approx(executions) and len(executions) == 3
+    assert times.load_ms == pytest.approx(load)
+    assert all(0 < part < whole for part, whole in zip(times.graph_execute_ms, times.execute_ms))
+    assert all(0 < part < whole for part, whole in zip(times.copy_inputs_ms, times.graph_execute_ms))
+    with pytest.raises(ValueError, match="holds 3 Method::execute events, fewer than the 4 timed inferences"):
+        latency.event_latency(times, iterations=4)
+
+
+IMPORTED_SETTINGS = {"warmup": 1, "iterations": 2, "repeats": 3}  # the kept ETDumps: 3 executions each
+
+
+@pytest.fixture
+def imported(tmp_path) -> tuple[Path, list[dict]]:
+    """The kept ETDumps as if remote.py had run their programs on another machine (the runner
+    with the event tracer, one process of 1 + 2 executions each), imported by import-remote."""
+    results, archive = tmp_path / "results", tmp_path / "remote.tar"
+    store = RecordStore(results)
+    runs = {}
+    with tarfile.open(archive, "w") as tar:
+        for strategy in RECORDED:
+            pte = program_path(results, "synthetic_small", strategy)
+            pte.parent.mkdir(parents=True, exist_ok=True)
+            pte.write_bytes(b"program")  # import-remote copies it beside the records; nothing reads it
+            shutil.copyfile(DATA / f"{strategy}.nodes.json", pte.with_suffix(".nodes.json"))
+            store.append(make_record("synthetic_small", strategy, "vulkan-run", "ok", model_digest="m",
+                                     strategy_digest=strategy, harness_digest="h", environment={},
+                                     latency_ms_median=1000.0, latency_source="wall-clock"))
+            name = str(program_path(Path(), "synthetic_small", strategy))
+            runs[name] = {"latencies_ms": None, "peak_rss_bytes": 1, "etdump": True}
+            tar.add(DATA / f"{strategy}.etdump", str(Path(name).with_suffix(".etdump")))
+        summary = tmp_path / "remote.json"
+        summary.write_text(json.dumps({"device": "lavapipe", "machine": "elsewhere", "runner_digest": "r",
+                                       "settings": IMPORTED_SETTINGS, "programs": runs}))
+        tar.add(summary, "remote.json")
+    out = tmp_path / "remote"
+    return out, import_remote(results, archive, out)
+
+
+def test_imported_latency_is_the_median_of_the_timed_method_execute_events(imported):
+    """The record's latency is the median of the Method::execute events of the ETDump kept in
+    its results directory, the warm-up's first execution left out."""
+    out, records = imported
+    assert {r["strategy"] for r in records} == set(RECORDED)
+    for record in records:
+        executions, load = inspector_times(program_path(out, "synthetic_small", record["strategy"])
+                                                .with_suffix(".etdump"))
+        timed = executions[IMPORTED_SETTINGS["warmup"]:]
+        assert record["latency_source"] == "etdump" and record["iterations"] == 2
+        assert record["latency_ms_median"] == pytest.approx(statistics.median(timed), rel=1e-9)
+        assert record["latency_ms_median"] != pytest.approx(statistics.median(executions), rel=1e-3)
+        assert (record["latency_ms_min"], record["latency_ms_max"]) == pytest.approx((min(timed), max(timed)))
+        assert record["load_ms"] == pytest.approx(load)
+        assert 0 < record["copy_inputs_ms"] < record["graph_execute_ms"] < record["latency_ms_median"]
+        assert profile.summary(recorded(record["strategy"]), record)["latency_ms_median"] == record[
+            "latency_ms_median"]
+
+
+def test_asv_tracks_the_record_s_latency(imported):
+    """asv's Vulkan inference values for a (model, strategy) are its vulkan-run record's."""
+    from benchmarks import bench_vulkan_inference
+
+    _, records = imported
+    by_params = {(r["model"], r["strategy"]): r for r in records}
+    bench = bench_vulkan_inference.VulkanInference()
+    for (model, strategy), record in by_params.items():
+        bench.setup(by_params, model, strategy)
+        assert bench.track_latency_ms(by_params, model, strategy) == record["latency_ms_median"]
+        assert bench.track_load_ms(by_params, model, strategy) == record["load_ms"]
+        assert bench.track_gpu_dispatch_ms(by_params, model, strategy) == record["gpu_dispatch_ms"]
+    assert bench.track_latency_ms.unit == bench.track_load_ms.unit == "ms"
+    wall_clock = {key: {**record, "latency_source": "wall-clock"} for key, record in by_params.items()}
+    bench.setup(wall_clock, "synthetic_small", "bfs-downstream")
+    with pytest.raises(NotImplementedError, match="EVENT_TRACER"):
+        bench.track_latency_ms(wall_clock, "synthetic_small", "bfs-downstream")

@@ -135,3 +135,18 @@ def test_default_thresholds_gate_arm_records_too(tmp_path):
     verdicts = judge(baseline, candidate, parse_thresholds(DEFAULT_THRESHOLDS)).set_index("metric")
     assert verdicts.loc["transposes", "verdict"] == "worse"
     assert verdicts.loc["cycles", "verdict"] == "ok"  # +0.05 %, inside 5 %
+
+
+def test_default_thresholds_gate_latency_only_where_the_runtime_s_events_timed_it(tmp_path):
+    """5 % on the median of Method::execute (about 2 % between runs on an H100); a wall-clock
+    latency, on either side, is not compared."""
+    def run(model, latency, source):
+        return make_record(model, "s", "vulkan-run", "ok", latency_ms_median=latency, latency_source=source)
+
+    baseline = _write(tmp_path / "b", run("slower", 5.26, "etdump"), run("steady", 5.26, "etdump"),
+                      run("wall", 3.94, "wall-clock"), run("mixed", 5.26, "etdump"))
+    candidate = _write(tmp_path / "c", run("slower", 5.60, "etdump"), run("steady", 5.37, "etdump"),
+                       run("wall", 7.26, "wall-clock"), run("mixed", 7.26, "wall-clock"))
+    verdicts = judge(baseline, candidate, parse_thresholds(DEFAULT_THRESHOLDS))
+    latency = verdicts[verdicts["metric"] == "latency_ms_median"].set_index("model")["verdict"]
+    assert latency.to_dict() == {"slower": "worse", "steady": "ok"}

@@ -8,6 +8,7 @@ executor_runner is used when ``LAYOUTBENCH_ET_RUNNER`` names one.
 import json
 import os
 import shutil
+import statistics
 import sys
 from pathlib import Path
 
@@ -22,9 +23,37 @@ from harness.targets import MeasureContext
 from harness.targets.accuracy import flat_outputs
 from harness.pipeline.model import PREFIXES, pipeline, prefix_key
 
+from .fake_executor_runner import WITHOUT_EVENT_TRACER
+from .test_dispatches import inspector_times
 from .user_strategies import pass_times
 
 SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
+
+
+def assert_latency_is_the_timed_events_median(fields: dict, etdump: Path, settings: runners.RunSettings) -> None:
+    events, _ = inspector_times(etdump)
+    assert len(events) == settings.warmup + settings.iterations  # one process: warm-up and timed executions
+    timed = events[settings.warmup:]
+    assert fields["latency_source"] == "etdump"
+    assert fields["latency_ms_median"] == pytest.approx(statistics.median(timed), rel=1e-9)
+    assert (fields["latency_ms_min"], fields["latency_ms_max"]) == pytest.approx((min(timed), max(timed)), rel=1e-9)
+    assert fields["latency_ms_min"] <= fields["latency_ms_p10"] <= fields["latency_ms_median"]
+    assert fields["latency_ms_median"] <= fields["latency_ms_p90"] <= fields["latency_ms_max"]
+    assert fields["load_ms"] > 0
+
+
+@pytest.fixture
+def runner_processes(monkeypatch) -> list[int]:
+    """The executions (``--num_executions``) of every runner process vulkan-run starts, in order."""
+    started = []
+    start = runners.run_child
+
+    def counting(command, *args):
+        started.append(int(next(a for a in command if a.startswith("--num_executions=")).split("=")[1]))
+        return start(command, *args)
+
+    monkeypatch.setattr(runners, "run_child", counting)
+    return started
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +91,14 @@ def test_without_a_runtime_records_are_skipped_with_the_reason(tmp_path, capsys,
     assert "--et-runner" in runners.NO_RUNTIME_REASON
 
 
-def test_asv_marks_inference_benchmarks_skipped_without_a_runtime(no_runtime):
+def test_asv_marks_inference_benchmarks_skipped_without_a_runtime(no_runtime, monkeypatch):
     from benchmarks import bench_vulkan_inference
 
+    monkeypatch.setattr(bench_vulkan_inference.VulkanInference, "params", (["synthetic_small"], ["bfs-downstream"]))
     bench = bench_vulkan_inference.VulkanInference()
+    records = bench.setup_cache()
     with pytest.raises(NotImplementedError, match="no ExecuTorch runtime with the Vulkan backend"):
-        bench.setup("synthetic_small", "bfs-downstream")
-    bench.teardown("synthetic_small", "bfs-downstream")  # asv tears down after a skip too
+        bench.setup(records, "synthetic_small", "bfs-downstream")
 
 
 def test_a_bad_runner_path_is_one_clear_error(tmp_path, capsys):
@@ -83,7 +113,7 @@ def test_pybindings_measure_a_real_program(xnnpack_program, tmp_path):
     fields = runners.measure_run(runners.Pybindings(), path, exported.module(), exported.example_inputs[0],
                                  SETTINGS, tmp_path)
     assert fields["runtime"] == "pybindings"
-    assert 0 < fields["latency_ms_min"] <= fields["latency_ms_median"] <= fields["latency_ms_max"]
+    assert_latency_is_the_timed_events_median(fields, path.with_suffix(".etdump"), SETTINGS)  # its ETDump, kept
     assert fields["iterations"] == 3
     assert 50e6 < fields["peak_rss_bytes"] < 8e9  # the child process: Python, torch, the program
     assert fields["max_abs_error"] < 1e-4 < fields["error_tolerance"]
@@ -101,25 +131,73 @@ def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
     assert fields["max_abs_error"] > fields["error_tolerance"]
 
 
-@pytest.fixture
-def stand_in_runner(tmp_path) -> Path:
+def _stand_in(directory: Path, environment: str = "") -> Path:
     """An executable with executor_runner's flags (tests/fake_executor_runner.py)."""
-    wrapper = tmp_path / "bin" / "executor_runner"
+    wrapper = directory / "bin" / "executor_runner"
     wrapper.parent.mkdir()
     stand_in = os.path.join(os.path.dirname(__file__), "fake_executor_runner.py")
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {stand_in} \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\n{environment}exec {sys.executable} {stand_in} \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper
 
 
-def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand_in_runner):
+@pytest.fixture
+def stand_in_runner(tmp_path) -> Path:
+    """A runner built with the event tracer: it writes an ETDump."""
+    return _stand_in(tmp_path)
+
+
+def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand_in_runner, runner_processes):
+    """One runner process of warm-up and timed executions; the latency is the median of the
+    timed ones' Method::execute events in the ETDump kept beside the program."""
     path, exported = xnnpack_program
+    path.with_suffix(".etdump").unlink(missing_ok=True)
     fields = runners.measure_run(runners.ExecutorRunner(str(stand_in_runner)), path, exported.module(),
                                  exported.example_inputs[0], SETTINGS, tmp_path / "work")
+    assert runner_processes == [SETTINGS.warmup + SETTINGS.iterations]
     assert fields["runtime"] == "executor_runner"
-    assert fields["max_abs_error"] < 1e-4
-    assert fields["latency_ms_median"] > 0 and fields["peak_rss_bytes"] > 0
-    assert fields["transition_time_share"] is None  # the stand-in writes no ETDump
+    assert fields["max_abs_error"] < 1e-4 and fields["peak_rss_bytes"] > 0
+    assert_latency_is_the_timed_events_median(fields, path.with_suffix(".etdump"), SETTINGS)
+    assert fields["graph_execute_ms"] is None  # an XNNPACK program: no ET-VK events
+    assert fields["transition_time_share"] is None  # no node map: not an ET-VK program
+
+
+def test_a_runner_without_the_event_tracer_is_timed_by_wall_clock(xnnpack_program, tmp_path, runner_processes):
+    """No ETDump: the process that ran warm-up and timed executions was the warm-up, then
+    (wall(N + 1) - wall(1)) / N per repeat; the record says its latency is a wall clock's."""
+    path, exported = xnnpack_program
+    runner = _stand_in(tmp_path, f"export {WITHOUT_EVENT_TRACER}=1\n")  # it would exit on --etdump_path
+    settings = runners.RunSettings(warmup=1, iterations=2, repeats=1)
+    fields = runners.measure_run(runners.ExecutorRunner(str(runner)), path, exported.module(),
+                                 exported.example_inputs[0], settings, tmp_path / "work")
+    assert runner_processes == [3, 1, 3]
+    assert fields["latency_source"] == "wall-clock" and fields["load_ms"] is None
+    assert fields["latency_ms_median"] > 0
+    assert not (tmp_path / "work" / "model.etdump").exists()
+
+
+def test_one_runner_process_where_it_writes_an_etdump(tmp_path):
+    from harness.targets.vulkan.remote import RUNNER_ETDUMP, run_timed
+
+    counts = []
+
+    def with_event_tracer(count):
+        counts.append(count)
+        (tmp_path / RUNNER_ETDUMP).write_bytes(b"events")
+        return 0.5, 1
+
+    assert run_timed(with_event_tracer, tmp_path, warmup=2, iterations=5, repeats=3) == (None, 1)
+    assert counts == [7]
+    walls = iter([0.5, 0.1, 0.3, 0.1, 0.3, 0.1, 0.3])
+
+    def without(count):
+        counts.append(count)
+        return next(walls), 1
+
+    counts.clear()
+    latencies, _ = run_timed(without, tmp_path, warmup=2, iterations=5, repeats=3)
+    assert counts == [7, 1, 6, 1, 6, 1, 6]  # the first process was the warm-up
+    assert latencies == pytest.approx([(0.3 - 0.1) / 5 * 1000] * 3)
 
 
 def test_relative_paths_reach_the_runner_absolute(xnnpack_program, tmp_path, monkeypatch, stand_in_runner):
@@ -192,7 +270,10 @@ def test_remote_script_times_every_program_of_a_results_directory(xnnpack_progra
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "out.tar") as archive:
         summary = json.load(archive.extractfile("remote.json"))
-    assert len(summary["programs"]["programs/m/s.pte"]["latencies_ms"]) == 2
+        names = archive.getnames()
+    run = summary["programs"]["programs/m/s.pte"]
+    assert run["etdump"] and run["latencies_ms"] is None  # timed by the ETDump's events, read at import
+    assert "programs/m/s.etdump" in names
     assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
     assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2}
 
@@ -219,7 +300,8 @@ def test_real_runtime_with_a_relative_results_directory(tmp_path, monkeypatch, r
         assert record["max_abs_error"] <= record["error_tolerance"]
         assert 0 < record["transition_gpu_ms"] < record["gpu_dispatch_ms"]
         etdump = Path("results/programs/synthetic_small") / f"{record['strategy']}.etdump"
-        assert etdump.stat().st_size > 0
+        assert_latency_is_the_timed_events_median(record, etdump, runners.RunSettings(warmup=1, iterations=2))
+        assert 0 < record["graph_execute_ms"] < record["latency_ms_median"]
 
 
 def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsys):
@@ -229,6 +311,7 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
     result = json.loads(capsys.readouterr().out)
     assert code == 0
     assert result["summary"]["transitions"] == 9 and result["vs_summary"]["transitions"] == 13
+    assert result["summary"]["latency_source"] == "etdump" and result["summary"]["load_ms"] > 0
     assert (results / "profile-synthetic_small-bfs-downstream-vs-all-width-packed.png").stat().st_size > 0
 
     from harness.pipeline.remote_runs import import_remote
@@ -243,6 +326,8 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
         assert record["identity"] != local[record["strategy"]]["identity"]
         assert record["transitions"] == local[record["strategy"]]["transitions"]
         assert 0 < record["transition_time_share"] < 1
+        etdump = tmp_path / "remote" / "programs" / "synthetic_small" / f"{record['strategy']}.etdump"
+        assert_latency_is_the_timed_events_median(record, etdump, runners.RunSettings(warmup=1, iterations=2))
 
 
 def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):
@@ -252,14 +337,14 @@ def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):
     from harness.targets.vulkan.targets import program_path
 
     target, context = get_target("vulkan-run"), MeasureContext(tmp_path)
-    record = {"model": "m", "strategy": "s", "gpu_dispatch_ms": 1.0}
+    record = {"model": "m", "strategy": "s", "latency_source": "etdump"}
     assert not target.reusable(record, context)
     pte = program_path(tmp_path, "m", "s")
     pte.parent.mkdir(parents=True)
     for suffix in (".pte", ".nodes.json"):
         pte.with_suffix(suffix).write_bytes(b"kept")
     assert not target.reusable(record, context)  # its ETDump is gone
-    assert target.reusable({**record, "gpu_dispatch_ms": None}, context)  # a runner without the event tracer
+    assert target.reusable({**record, "latency_source": "wall-clock"}, context)  # a runner without the event tracer
     pte.with_suffix(".etdump").write_bytes(b"kept")
     assert target.reusable(record, context)
 

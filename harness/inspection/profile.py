@@ -4,7 +4,8 @@ one row per dispatch, attributed by delegate node id).
 
 Times are per inference: each dispatch's median over the inferences the ETDump holds.
 The strategy's transitions are their own operator row ("transition"), so a model's own
-clones stay under ``aten.clone.default``.
+clones stay under ``aten.clone.default``. Beside them, the run's latency as its record has
+it (``harness.targets.vulkan.latency``: the runtime's own events in the same ETDump).
 """
 
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.targets.vulkan.dispatches import STAGING, gpu_summary
+from harness.targets.vulkan.latency import LATENCY_FIELDS
 
 TRANSITION = "transition"
 
@@ -47,10 +49,12 @@ def top_dispatches(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
     return frame.assign(operator=operator_kinds(frame)).nlargest(count, "gpu_ms")[columns].reset_index(drop=True)
 
 
-def summary(frame: pd.DataFrame) -> dict:
-    """The record's GPU fields of this run, with its dispatch and transition counts."""
+def summary(frame: pd.DataFrame, record: dict) -> dict:
+    """The GPU fields of this run, with its dispatch and transition counts, and the latency
+    fields of its record."""
     return {**gpu_summary(frame), "dispatches": len(frame),
-            "transitions": int(frame.loc[frame["transition"], "node"].nunique())}
+            "transitions": int(frame.loc[frame["transition"], "node"].nunique()),
+            **{name: record.get(name) for name in LATENCY_FIELDS}}
 
 
 def _per_node(frame: pd.DataFrame) -> pd.DataFrame:

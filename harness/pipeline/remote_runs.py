@@ -2,15 +2,15 @@
 
 The programs were made here by ``run --target vulkan-run`` (records, .pte, node maps,
 inputs); the other machine ran them and sent back a tar of ETDumps and ``remote.json``.
-Each ok vulkan-run record becomes a record of that machine: its latencies and peak memory,
-GPU time attributed by node from its ETDump, its Vulkan device and runner in the
+Each ok vulkan-run record becomes a record of that machine: its latency (from its
+ETDump's events, as vulkan-run reads them, else remote.py's wall-clock timings) and peak
+memory, GPU time attributed by node from its ETDump, its Vulkan device and runner in the
 environment (so the identity differs from the local record's). Outputs are not compared
 there: ``max_abs_error`` is None and ``run_note`` says so.
 """
 
 import json
 import shutil
-import statistics
 import tarfile
 from pathlib import Path
 
@@ -18,11 +18,12 @@ from harness.errors import UsageError
 from harness.pipeline.sweep import identity_fields
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import gpu_summary
+from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
 from harness.targets.vulkan.remote import REMOTE_SUMMARY
 from harness.targets.vulkan.targets import program_dispatches, program_path
 
-RUN_FIELDS = ("latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations", "peak_rss_bytes",
-              "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share")
+RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance",
+              "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share")
 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
@@ -36,9 +37,11 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
     if "error" in run:
         fields.update(status="failed", reason=run["error"])
         return fields
-    latencies = run["latencies_ms"]
-    fields.update(latency_ms_median=statistics.median(latencies), latency_ms_min=min(latencies),
-                  latency_ms_max=max(latencies), iterations=summary["settings"]["iterations"],
+    iterations = summary["settings"]["iterations"]
+    # An ETDump came back where the runner has the event tracer: its events are the latency (in a
+    # tar of the earlier remote.py too, which sent its wall-clock timings beside it).
+    etdump = pte.with_suffix(".etdump") if run["etdump"] else None
+    fields.update(latency_fields(etdump, iterations, run["latencies_ms"]), iterations=iterations,
                   peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
                   run_note=f"run on {summary['machine']} ({summary['device']}) by remote.py; outputs not compared")
     if run["etdump"]:

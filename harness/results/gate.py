@@ -5,6 +5,8 @@ the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric
 past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
 (``transition_bytes=5%``). Every metric is lower-is-better except those in
 the schema calls higher-is-better (inferences per second), where a drop is what is limited.
+A metric the schema gates only where records say how it was measured (latency: timed by
+the runtime's events, ``latency_source``) is compared only where both records say so.
 """
 
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ from harness.results.frames import frame
 from harness.results.store import RecordStore, latest
 from strategies.errors import UsageError
 
-# Deterministic metrics only (Vulkan and Arm): timings would need repeats to gate on.
+# Deterministic metrics (Vulkan and Arm), and the one timing that repeats closely enough
+# between runs: latency from the runtime's events. Other timings would need repeats to gate on.
 DEFAULT_THRESHOLDS = default_thresholds()
 
 
@@ -81,6 +84,12 @@ def _value(record: pd.Series, metric: str):
     return None if value is None or pd.isna(value) else float(value)
 
 
+def _comparable(baseline: pd.Series, candidate: pd.Series, metric: str) -> bool:
+    """Whether both records measured ``metric`` the way the schema requires for gating it."""
+    condition = METRICS[metric].gated_where
+    return condition is None or all(record.get(condition[0]) == condition[1] for record in (baseline, candidate))
+
+
 def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold]) -> pd.DataFrame:
     """One row per (model, strategy, target, metric) gated, with the verdict.
 
@@ -99,7 +108,7 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
             continue
         for threshold in thresholds:
             before, after = _value(base, threshold.metric), _value(cand, threshold.metric)
-            if before is None or after is None:
+            if before is None or after is None or not _comparable(base, cand, threshold.metric):
                 continue
             verdict = "ok" if threshold.allows(before, after) else "worse"
             if verdict == "ok" and threshold.worsening(before, after) < 0:

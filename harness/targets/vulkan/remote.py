@@ -1,16 +1,18 @@
-"""Timing an ``executor_runner``, here and on machines without ExecuTorch's Python package.
+"""Running an ``executor_runner``, here and on machines without ExecuTorch's Python package.
 
-vulkan-run times its runner with :func:`time_runner`. The same code runs as a script
+vulkan-run runs its runner with :func:`run_timed`. The same code runs as a script
 (Python's standard library only) on a machine that has a runner and a GPU but no
 ExecuTorch, e.g. a GPU box reached through a job system::
 
-    python3 harness/targets/vulkan/remote.py RESULTS RUNNER OUT.tar.gz [--warmup 1 --iterations 20 --repeats 3]
+    python3 harness/targets/vulkan/remote.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--repeats 3]
 
 It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
-them: each .pte with its inputs, ``.inputs/input-N.bin``) and writes one tar: each
-program's ETDump at its place under ``programs/`` and ``remote.json`` (latencies, peak
-memory, the Vulkan device, the machine). ``layoutbench import-remote`` turns it into
-records beside the ones of this machine.
+them: each .pte with its inputs, ``.inputs/input-N.bin``) once, ``warmup + iterations``
+executions in one runner process, and writes one tar: each program's ETDump at its place
+under ``programs/`` and ``remote.json`` (peak memory, the Vulkan device, the machine, and
+wall-clock latencies where the runner wrote no ETDump; ``--repeats`` is for those only).
+``layoutbench import-remote`` turns it into records beside the ones of this machine,
+reading the latencies from the ETDumps' events there (``harness.targets.vulkan.latency``).
 """
 
 import argparse
@@ -32,6 +34,7 @@ else:  # run as a script, where neither harness nor ExecuTorch is importable
     from device import vulkan_device
 
 REMOTE_SUMMARY = "remote.json"
+RUNNER_ETDUMP = "model.etdump"  # where executor_runner writes its ETDump: its working directory
 
 
 def run_child(command: list[str], cwd: Path, label: str, failure: type = RuntimeError) -> tuple[float, int]:
@@ -52,21 +55,22 @@ def run_child(command: list[str], cwd: Path, label: str, failure: type = Runtime
 
 def runner_command(runner: Path, pte: Path, input_files: list[str], count: int, workdir: Path) -> list[str]:
     """executor_runner's flags for ``count`` inferences; every path absolute, since the
-    runner starts in ``workdir``."""
+    runner starts in ``workdir``. No ``--etdump_path``: a runner built without the event
+    tracer has no such flag and exits on it; one built with it writes :data:`RUNNER_ETDUMP`
+    in ``workdir`` by default."""
     return [
         str(runner), f"--model_path={Path(pte).resolve()}", f"--inputs={','.join(input_files)}",
         f"--num_executions={count}", f"--output_file={workdir / 'output'}", "--print_output=none",
-        f"--etdump_path={workdir / 'model.etdump'}",
     ]
 
 
 def time_runner(execute, warmup: int, iterations: int, repeats: int,
                 failure: type = RuntimeError) -> tuple[list[float], int]:
-    """(per-inference latencies in ms, one per repeat; peak RSS) of a runner that prints no
-    timing (a Release build): one inference = (wall(N + 1 executions) - wall(1)) / N, so
-    loading and set-up cancel out. ``execute(count)`` returns (wall seconds, peak RSS). A
-    repeat where N inferences took no longer than one is start-up noise, not a time: it is
-    left out, and ``failure`` is raised when every repeat was."""
+    """(per-inference latencies in ms, one per repeat; peak RSS) of a runner that writes no
+    ETDump (built without the event tracer): one inference = (wall(N + 1 executions) -
+    wall(1)) / N, so loading and set-up cancel out. ``execute(count)`` returns (wall
+    seconds, peak RSS). A repeat where N inferences took no longer than one is start-up
+    noise, not a time: it is left out, and ``failure`` is raised when every repeat was."""
     peak = 0
     for _ in range(warmup):
         peak = max(peak, execute(1)[1])
@@ -82,6 +86,24 @@ def time_runner(execute, warmup: int, iterations: int, repeats: int,
                       "the program is too fast to time from outside with --iterations "
                       f"{iterations}; raise it (GPU dispatch times from the ETDump are unaffected)")
     return latencies, peak
+
+
+def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int,
+              failure: type = RuntimeError) -> tuple[list[float] | None, int]:
+    """Run a program once, ``warmup + iterations`` executions in one runner process
+    (``execute(count)`` returns its wall seconds and peak RSS). A runner built with the event
+    tracer leaves an ETDump in ``workdir`` timing every execution itself (read where ExecuTorch
+    is installed: ``harness.targets.vulkan.latency``, which leaves the warm-up's out); then no
+    wall-clock latencies are returned (None). A runner without one is timed from outside,
+    :func:`time_runner`, the process above having been its warm-up. Returns (wall-clock
+    latencies in ms or None, peak RSS)."""
+    etdump = workdir / RUNNER_ETDUMP
+    etdump.unlink(missing_ok=True)
+    _, peak = execute(warmup + iterations)
+    if etdump.exists() and etdump.stat().st_size:
+        return None, peak
+    latencies, timed_peak = time_runner(execute, 0, iterations, repeats, failure)
+    return latencies, max(peak, timed_peak)
 
 
 def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int) -> dict:
@@ -104,17 +126,17 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
                                  workdir, f"executor_runner on {name}")
 
             try:
-                latencies, peak = time_runner(execute, warmup, iterations, repeats)
+                latencies, peak = run_timed(execute, workdir, warmup, iterations, repeats)
             except RuntimeError as error:
                 summary["programs"][name] = {"error": str(error)}
                 print(f"remote.py: {name}: {error}", file=sys.stderr)
                 continue
-            etdump = workdir / "model.etdump"
-            summary["programs"][name] = {"latencies_ms": latencies, "peak_rss_bytes": peak, "etdump": etdump.exists()}
-            if etdump.exists():
-                archive.add(etdump, str(Path(name).with_suffix(".etdump")))
-            print(f"remote.py: [{index + 1}/{len(programs)}] {name}: {statistics.median(latencies):.3f} ms",
-                  file=sys.stderr, flush=True)
+            summary["programs"][name] = {"latencies_ms": latencies, "peak_rss_bytes": peak,
+                                         "etdump": latencies is None}
+            if latencies is None:
+                archive.add(workdir / RUNNER_ETDUMP, str(Path(name).with_suffix(".etdump")))
+            timing = "ETDump written" if latencies is None else f"{statistics.median(latencies):.3f} ms (wall clock)"
+            print(f"remote.py: [{index + 1}/{len(programs)}] {name}: {timing}", file=sys.stderr, flush=True)
         listing = Path(scratch) / REMOTE_SUMMARY
         listing.write_text(json.dumps(summary, indent=1))
         archive.add(listing, REMOTE_SUMMARY)
@@ -122,13 +144,14 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Time every program of a results directory with an executor_runner.")
+    parser = argparse.ArgumentParser(description="Run every program of a results directory with an executor_runner.")
     parser.add_argument("results", type=Path)
     parser.add_argument("runner", type=Path)
     parser.add_argument("out", type=Path, help="the gzipped tar to write (ETDumps compress well)")
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="executions left out first, in the same process")
+    parser.add_argument("--iterations", type=int, default=20, help="timed executions")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="a runner without the event tracer (no ETDump) only: wall-clock timings taken")
     args = parser.parse_args(argv)
     run_programs(args.results.resolve(), args.runner.resolve(), args.out, args.warmup, args.iterations, args.repeats)
     return 0

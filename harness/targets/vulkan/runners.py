@@ -3,18 +3,19 @@
 Two runtimes, found in this order (``find_runtime``):
 
 - an ``executor_runner`` binary (``--et-runner PATH`` or ``LAYOUTBENCH_ET_RUNNER``), driven
-  through its flags; a Release build prints no timing, so one inference is timed from
-  outside as (wall(N + 1 executions) - wall(1 execution)) / N;
+  through its flags: one process of warm-up and timed executions, whose ETDump times each
+  (a runner built with the event tracer); a runner without it is timed from outside as
+  (wall(N + 1 executions) - wall(1 execution)) / N (``remote.run_timed``);
 - ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
-  registered there (the pip wheel has XNNPACK but not Vulkan).
+  registered there (the pip wheel has XNNPACK but not Vulkan); they write an ETDump too.
 
 Both run the program in a child process, so its peak resident memory is that process's
-alone (``os.wait4``), and both return the same :class:`RunResult`.
+alone (``os.wait4``), and both return the same :class:`RunResult`. The latency comes from
+the ETDump's events where there is one (``harness.targets.vulkan.latency``).
 """
 
 import os
 import shutil
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,8 @@ from harness.cache import cache_root
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
 from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
-from harness.targets.vulkan.remote import run_child, runner_command, time_runner
+from harness.targets.vulkan.latency import latency_fields
+from harness.targets.vulkan.remote import RUNNER_ETDUMP, run_child, run_timed, runner_command
 from strategies.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
@@ -43,17 +45,10 @@ class RuntimeFailure(MeasurementError):
 
 @dataclass
 class RunResult:
-    latencies_ms: list[float]
+    wall_clock_ms: list[float] | None  # latencies timed from outside the runtime; None where it wrote an ETDump
     outputs: list[torch.Tensor]
     peak_rss_bytes: int
     etdump: Path | None
-
-    def summary(self) -> dict:
-        return {
-            "latency_ms_median": statistics.median(self.latencies_ms),
-            "latency_ms_min": min(self.latencies_ms),
-            "latency_ms_max": max(self.latencies_ms),
-        }
 
 
 def _run_child(command: list[str], cwd: Path, label: str) -> tuple[float, int]:
@@ -90,15 +85,14 @@ class ExecutorRunner:
         # The runner starts in workdir: a relative path would be read from there, not from here.
         pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         input_files = self.write_inputs(inputs, workdir)
-        etdump = workdir / "model.etdump"
-        latencies, peak = time_runner(lambda count: self.execute(pte, input_files, count, workdir),
-                                      settings.warmup, settings.iterations, settings.repeats, RuntimeFailure)
+        latencies, peak = run_timed(lambda count: self.execute(pte, input_files, count, workdir), workdir,
+                                    settings.warmup, settings.iterations, settings.repeats, RuntimeFailure)
         # The runner writes each output's raw bytes to <base>-<index>.bin.
         outputs = [
             torch.frombuffer(bytearray((workdir / f"output-{i}.bin").read_bytes()), dtype=like.dtype).reshape(like.shape)
             for i, like in enumerate(output_like)
         ]
-        return RunResult(latencies, outputs, peak, etdump if etdump.exists() and etdump.stat().st_size else None)
+        return RunResult(latencies, outputs, peak, workdir / RUNNER_ETDUMP if latencies is None else None)
 
 
 class Pybindings:
@@ -115,7 +109,9 @@ class Pybindings:
         ], workdir, "the pybindings runtime")
         result = torch.load(workdir / "result.pt")
         etdump = workdir / "model.etdump"
-        return RunResult(result["latencies_ms"], result["outputs"], peak, etdump if etdump.exists() else None)
+        if etdump.exists():
+            return RunResult(None, result["outputs"], peak, etdump)
+        return RunResult(result["latencies_ms"], result["outputs"], peak, None)
 
 
 def pybindings_backends() -> list[str]:
@@ -149,14 +145,19 @@ def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
 def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
                 workdir: Path, nodes: dict | None = None) -> dict:
     """Run ``pte`` and compare with ``eager`` on ``inputs``; the record fields of one run.
-    ``nodes``: the program's node map (``dispatches.node_map``); with it and an ETDump, GPU
-    time is attributed by node and the ETDump is kept as ``<pte>.etdump``."""
+    An ETDump, where the runtime wrote one, is kept as ``<pte>.etdump``: the latency is read
+    from it, and with ``nodes``, the program's node map (``dispatches.node_map``), GPU time
+    is attributed by node."""
     reference = eager_outputs(eager, inputs)
     workdir.mkdir(parents=True, exist_ok=True)
     result = runtime.run(pte, list(inputs), reference, settings, workdir)
     error = max_abs_error(result.outputs, reference)
+    etdump = None
+    if result.etdump is not None:
+        etdump = Path(pte).with_suffix(".etdump")
+        shutil.copyfile(result.etdump, etdump)
     fields = {
-        **result.summary(),
+        **latency_fields(etdump, settings.iterations, result.wall_clock_ms),
         "iterations": settings.iterations,
         "peak_rss_bytes": result.peak_rss_bytes,
         "max_abs_error": error,
@@ -166,8 +167,6 @@ def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
         "transition_time_share": None,
         "runtime": runtime.name,
     }
-    if result.etdump is not None and nodes is not None:
-        kept = Path(pte).with_suffix(".etdump")
-        shutil.copyfile(result.etdump, kept)
-        fields.update(gpu_summary(read_dispatches(kept, nodes)))
+    if etdump is not None and nodes is not None:
+        fields.update(gpu_summary(read_dispatches(etdump, nodes)))
     return fields

@@ -14,6 +14,7 @@ from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.device import vulkan_device
 from harness.targets.vulkan.dispatches import node_map, read_dispatches
+from harness.targets.vulkan.latency import ETDUMP
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, measure_run
 
@@ -111,7 +112,8 @@ class Vulkan(Target):
 class VulkanRun(Vulkan):
     """The lowering, then its program run on an ET-VK runtime and compared with eager PyTorch."""
 
-    metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_min", "latency_ms_max", "iterations",
+    metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_min",
+               "latency_ms_max", "load_ms", "copy_inputs_ms", "graph_execute_ms", "iterations",
                "peak_rss_bytes", "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms",
                "transition_time_share")
     runs_programs = True
@@ -130,10 +132,10 @@ class VulkanRun(Vulkan):
 
     def reusable(self, record: dict, context: MeasureContext) -> bool:
         """Only where its program, node map and (if it had one) ETDump are in this results
-        directory: profile and costs read them."""
+        directory: profile and costs read them, and its latency came from the ETDump."""
         path = program_path(context.results_dir, record["model"], record["strategy"])
         kept = [path, path.with_suffix(".nodes.json")]
-        if record.get("gpu_dispatch_ms") is not None:
+        if record.get("latency_source") == ETDUMP:
             kept.append(path.with_suffix(".etdump"))
         return all(p.exists() for p in kept)
 

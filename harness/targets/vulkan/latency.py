@@ -1,0 +1,121 @@
+"""Per-inference latency and load time of a program run, from the runtime's own events.
+
+An ExecuTorch runtime built with the event tracer (an ``executor_runner`` built with
+``-DEXECUTORCH_ENABLE_EVENT_TRACER=ON``, the pybindings with ``enable_etdump``) writes an
+ETDump holding its own times: ``Method::init`` once (loading the method; for ET-VK that is
+building the compute graph, its shader pipelines and prepacking the weights) and, for every
+execution, ``Method::execute`` (one whole inference as its caller waits for it) with ET-VK's
+parts inside it, ``ETVK_COPY_INPUTS`` (the caller's inputs into staging memory) and
+``ETVK_COMPUTE_GRAPH_EXECUTE`` (submitting the graph's GPU work and waiting for it).
+
+One runner process makes ``warmup + iterations`` executions, and its ETDump holds all of
+them: ``executor_runner`` keeps one event tracer for the process and writes it once, after
+the last execution. The first execution of a process can be far slower than the next
+ones (bfs-downstream's ETDump kept in ``tests/data/etvk``, lavapipe: 44.3 ms, then 20.4 and
+21.4 ms; a tiny XNNPACK program through the pip pybindings here: 0.163 ms, then 0.006,
+0.003, 0.003), so the warm-up is the first ``warmup`` executions of the same process, left out:
+only the last ``iterations`` events are timed. No separate warm-up process is started (one
+process per program, not two). ``Method::init`` is that one process's load, with the
+driver's pipeline cache in whatever state earlier runs left it.
+
+Where no ETDump was written (a runner built without the event tracer) the latency is the
+wall-clock one measured from outside the runtime (``remote.time_runner``, or the pybindings
+worker's clock), and a record says which of the two its latency is (``latency_source``).
+"""
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.results.schema import ETDUMP, WALL_CLOCK
+
+EXECUTE = "Method::execute"
+LOAD = "Method::init"
+COPY_INPUTS = "ETVK_COPY_INPUTS"
+GRAPH_EXECUTE = "ETVK_COMPUTE_GRAPH_EXECUTE"
+NS_PER_MS = 1e6  # event times are the runtime's clock ticks, nanoseconds on Linux
+
+# The record fields latency_fields writes.
+LATENCY_FIELDS = ("latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_min", "latency_ms_max",
+                  "latency_source", "load_ms", "copy_inputs_ms", "graph_execute_ms")
+
+
+@dataclass(frozen=True)
+class RuntimeTimes:
+    """The runtime's own times in one ETDump, in ms, one entry per execution in the order
+    they ran; the ET-VK parts summed over the program's delegate calls (empty for other
+    backends)."""
+
+    load_ms: float | None
+    execute_ms: list[float]
+    copy_inputs_ms: list[float]
+    graph_execute_ms: list[float]
+
+
+def read_runtime_times(etdump: Path) -> RuntimeTimes:
+    """The ``Method::init``, ``Method::execute`` and ET-VK part events of ``etdump``, read
+    run by run (the ETDump's blocks, one per execution, in the order they ran)."""
+    # Imported here, not at the top: every sweep's worker imports this module, few read ETDumps.
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+
+    load = None
+    executions = []
+    for run in deserialize_from_etdump_flatcc(Path(etdump).read_bytes()).run_data:
+        totals: dict[str, float] = {}
+        for event in run.events or []:
+            profile = event.profile_event
+            name = profile and (profile.name or profile.delegate_debug_id_str)
+            if name in (LOAD, EXECUTE, COPY_INPUTS, GRAPH_EXECUTE):
+                # ET-VK's parts once per delegate call: a program of several partitions adds them up.
+                totals[name] = totals.get(name, 0.0) + (profile.end_time - profile.start_time) / NS_PER_MS
+        if LOAD in totals:
+            load = totals[LOAD]
+        if EXECUTE in totals:
+            executions.append(totals)
+    return RuntimeTimes(load, [e[EXECUTE] for e in executions],
+                        [e[COPY_INPUTS] for e in executions if COPY_INPUTS in e],
+                        [e[GRAPH_EXECUTE] for e in executions if GRAPH_EXECUTE in e])
+
+
+def _percentile(values: list[float], percent: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * percent / 100
+    lower = int(position)
+    upper = min(lower + 1, len(ordered) - 1)
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
+
+
+def latency_summary(latencies_ms: list[float]) -> dict:
+    """The distribution of per-inference latencies: median, p10 and p90, min and max."""
+    return {
+        "latency_ms_median": statistics.median(latencies_ms),
+        "latency_ms_p10": _percentile(latencies_ms, 10),
+        "latency_ms_p90": _percentile(latencies_ms, 90),
+        "latency_ms_min": min(latencies_ms),
+        "latency_ms_max": max(latencies_ms),
+    }
+
+
+def event_latency(times: RuntimeTimes, iterations: int, source: str = "ETDump") -> dict:
+    """Record fields of the last ``iterations`` executions of ``times`` (those before them
+    were the warm-up)."""
+    if len(times.execute_ms) < iterations:
+        raise ValueError(f"{source} holds {len(times.execute_ms)} {EXECUTE} events, fewer than the "
+                         f"{iterations} timed inferences: is it this run's ETDump?")
+
+    def timed_median(values: list[float]) -> float | None:
+        return statistics.median(values[-iterations:]) if values else None
+
+    return {**latency_summary(times.execute_ms[-iterations:]), "latency_source": ETDUMP, "load_ms": times.load_ms,
+            "copy_inputs_ms": timed_median(times.copy_inputs_ms),
+            "graph_execute_ms": timed_median(times.graph_execute_ms)}
+
+
+def latency_fields(etdump: Path | None, iterations: int, wall_clock_ms: list[float] | None) -> dict:
+    """A run's latency fields: from the ETDump's events where the runtime wrote one, else
+    from the latencies timed from outside it (``wall_clock_ms``)."""
+    if etdump is not None:
+        return event_latency(read_runtime_times(etdump), iterations, str(etdump))
+    return {**latency_summary(wall_clock_ms), "latency_source": WALL_CLOCK, "load_ms": None,
+            "copy_inputs_ms": None, "graph_execute_ms": None}
