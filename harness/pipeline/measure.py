@@ -72,6 +72,25 @@ def root_cause(error: BaseException) -> BaseException:
     return next((e for e in chain if isinstance(e, LayoutbenchError)), chain[-1])
 
 
+def reset_peak_resident_memory() -> bool:
+    """Start this process's resident high-water mark (Linux's VmHWM) again from what is
+    resident now, so the next :func:`peak_resident_bytes` is one measurement's peak, not the
+    process's; False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_resident_bytes() -> int:
+    """This process's resident high-water mark (VmHWM) in bytes."""
+    with open("/proc/self/status") as status:
+        kibibytes = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    return int(kibibytes) * 1024
+
+
 def _code_mismatch(job: Job, strategy) -> str | None:
     """Why the strategy this worker would run is not the code the sweep planned the record
     for (a plug-in file edited, or another version on a cluster's node, would make a record
@@ -88,8 +107,12 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
     """One record, and the traceback of an unexpected error; a failure is ``repeatable``
     where the target's failures repeat (see ``Target.failures_repeat``)."""
     fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
+    fields["worker_peak_rss_bytes"] = None
+    peak_is_this_records = reset_peak_resident_memory()
 
     def record(status: str, reason: str | None, **extra) -> dict:
+        if peak_is_this_records:
+            fields["worker_peak_rss_bytes"] = peak_resident_bytes()
         return job.record(strategy, status, reason, **model.record_fields(), **fields, **extra)
 
     mismatch = _code_mismatch(job, strategy)

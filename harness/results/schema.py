@@ -62,6 +62,8 @@ METRICS = {m.name: m for m in (
     _timing("prefix_seconds", "Lowering before the layout pass"),
     _timing("export_seconds", "Model build and export (or its load from the cache)"),
     _timing("prefix_load_seconds", "Loading the lowering prefix from the cache"),
+    # the worker that measured a record (every target)
+    _timing("worker_peak_rss_bytes", "Peak resident memory of the worker while measuring", unit="bytes"),
     # strategies' own fields (ilp, ilp-bytes, bfs-refined)
     Metric("optimal", "bool", "Proven optimal (ILP)", better="higher", heading="optimal"),
     Metric("objective", "count", "ILP objective"),
