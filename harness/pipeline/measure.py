@@ -11,11 +11,14 @@ worker: the sweep learns from the missing record which measurement it was in.
 """
 
 import contextlib
+import gc
 import os
 import sys
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import strategies
 from harness.errors import LayoutbenchError, TargetUnavailableError, UsageError, describe
@@ -91,6 +94,16 @@ def peak_resident_bytes() -> int:
     return int(kibibytes) * 1024
 
 
+def release_held_memory() -> None:
+    """Free what finished work still holds, so that each strategy of a job starts from the
+    memory the first one did: torch's fake-tensor dispatch cache (process-wide) keys entries
+    by their arguments, among them each strategy's lowered delegates with their payloads (a
+    copy of the weights); and exported and lowered graphs are reference cycles that only the
+    garbage collector frees."""
+    FakeTensorMode.cache_clear()
+    gc.collect()
+
+
 def _code_mismatch(job: Job, strategy) -> str | None:
     """Why the strategy this worker would run is not the code the sweep planned the record
     for (a plug-in file edited, or another version on a cluster's node, would make a record
@@ -157,6 +170,7 @@ def measure_job(job: Job, send, wait_turn=None) -> None:
         send(("model",))
         with contextlib.suppress(Exception):  # a failed stage fails each record, with its reason
             target.prepare_model(model)
+        release_held_memory()  # what building the model left
         for strategy in job.strategies:
             send(("start", strategy))
             try:
@@ -165,3 +179,4 @@ def measure_job(job: Job, send, wait_turn=None) -> None:
                 send(("usage", str(error)))
                 return
             send(("record", record, trace))
+            release_held_memory()
