@@ -1,4 +1,5 @@
-"""A results directory: one writer at a time, and a bad --out."""
+"""A results directory: one writer at a time, a bad --out, lines that are not records, and
+records whose metric is not a number."""
 
 import json
 import os
@@ -12,7 +13,7 @@ import pytest
 from harness import cli
 from harness.pipeline.sweep import run_sweep
 from harness.pipeline.workers import Execution
-from harness.results.store import RecordStore, key
+from harness.results.store import RecordStore, key, make_record
 
 STRATEGIES = ["all-width-packed", "bfs-downstream", "bfs-refined", "dfs-upstream", "ilp", "ilp-bytes"]
 
@@ -120,3 +121,42 @@ def test_an_out_that_cannot_be_a_directory_is_one_line_and_exit_2(tmp_path, caps
     assert code == 2
     assert capsys.readouterr().err == (f"layoutbench: error: cannot write results into {out}: {why}; "
                                        "name a directory with --out\n")
+
+
+def _results(directory, *lines: str):
+    directory.mkdir()
+    (directory / "records.jsonl").write_text("".join(line + "\n" for line in lines))
+    return directory
+
+
+def _record(strategy="bfs-downstream", **fields) -> str:
+    return json.dumps(make_record("synthetic_small", strategy, "vulkan", "ok", **fields))
+
+
+def test_lines_that_are_not_records_are_counted_and_named_once(tmp_path, capsys):
+    store = RecordStore(_results(tmp_path / "r", _record(transitions=9), '{"model": "synthetic_small", "strat',
+                                 "", '["a list"]', '{"no": "identity"}'))
+    assert [r["transitions"] for r in store.read()] == [9]
+    assert store.read() and capsys.readouterr().err == (
+        f"layoutbench: {store.path}: 3 lines are not records (lines 2, 4, 5); skipped\n")
+
+
+def test_the_gate_names_the_line_it_skipped_beside_the_record_it_misses(tmp_path, capsys):
+    baseline = _results(tmp_path / "b", _record(transitions=9))
+    candidate = _results(tmp_path / "c", _record("ilp", transitions=8), _record(transitions=9)[:-1])
+    assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
+    err = capsys.readouterr().err
+    assert f"layoutbench: {candidate / 'records.jsonl'}: 1 line is not a record (line 2); skipped\n" in err
+    assert "bfs-downstream / vulkan: not in candidate" in err
+
+
+@pytest.mark.parametrize("command", ["gate", "report"])
+def test_a_metric_that_is_not_a_number_is_one_line_naming_file_and_line_exit_2(tmp_path, capsys, command):
+    baseline = _results(tmp_path / "b", _record(transitions=9))
+    candidate = _results(tmp_path / "c", _record(transitions=9, strategy="x"), _record(transitions="nine"))
+    argv = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)] if command == "gate" else [
+        "report", str(candidate)]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: {candidate / 'records.jsonl'}:2: transitions is 'nine', "
+                                       "not a number; correct or delete that line\n")
+

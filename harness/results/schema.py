@@ -119,6 +119,11 @@ def default_thresholds() -> str:
     return ",".join(f"{m.name}={m.gate}" for m in METRICS.values() if m.gate is not None)
 
 
+def not_a_number(record: dict) -> str | None:
+    """The first metric of the schema whose value in ``record`` is neither a number nor null."""
+    return next((name for name in METRICS if not isinstance(record.get(name), (int, float, type(None)))), None)
+
+
 def metric_columns(columns) -> list[str]:
     """The columns of a record frame that are metrics: the schema's, and any other field a
     plug-in strategy added (everything that is not context)."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.cache import file_lock
 from harness.errors import UsageError
-from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, upgrade
+from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade
 
 RECORDS_FILE = "records.jsonl"
 WRITER_LOCK = ".writer.lock"  # holds the writer's pid, host, command and start while it writes
@@ -46,6 +46,10 @@ def make_record(model: str, strategy: str | None, target: str, status: str, reas
 def key(record: dict) -> tuple:
     """(model, strategy, target) of a record."""
     return tuple(record.get(k) for k in IDENTITY_KEYS)
+
+
+class MalformedRecordError(UsageError):
+    """A record whose metric is not a number: no table, report or gate can use it."""
 
 
 class ResultsBusyError(UsageError):
@@ -70,25 +74,55 @@ def _holder(text: str) -> str:
         return "another process"
 
 
+def _record(line: str) -> dict | None:
+    """The record a line holds (in the current schema), or None where it holds none."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not {*IDENTITY_KEYS, "status"} <= record.keys():
+        return None
+    return upgrade(record)
+
+
+def _line_numbers(numbers: list[int], shown: int = 10) -> str:
+    text = ", ".join(map(str, numbers[:shown]))
+    return f"{text}, ..." if len(numbers) > shown else text
+
+
 class RecordStore:
     """The JSON Lines file of one results directory."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.path = self.directory / RECORDS_FILE
+        self._reported: list[int] = []  # the lines already named as not records
 
     def read(self) -> list[dict]:
+        """The records, in the order written. A line that holds no record (cut short by a
+        kill, or written by hand or by another tool) is skipped and named on stderr; a record
+        whose metric is not a number raises :class:`MalformedRecordError`."""
         if not self.path.exists():
             return []
-        records = []
+        records, skipped = [], []
         with self.path.open() as lines:
-            for line in lines:
-                line = line.strip()
-                if line:
-                    try:
-                        records.append(upgrade(json.loads(line)))
-                    except json.JSONDecodeError:
-                        continue  # a line cut short by an interruption
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                record = _record(line)
+                if record is None:
+                    skipped.append(number)
+                    continue
+                metric = not_a_number(record)
+                if metric:
+                    raise MalformedRecordError(f"{self.path}:{number}: {metric} is {record[metric]!r}, not a number; "
+                                               "correct or delete that line")
+                records.append(record)
+        if skipped and skipped != self._reported:  # once per reader, not at each of a sweep's reads
+            self._reported = skipped
+            lines = f"{len(skipped)} lines are not records" if len(skipped) > 1 else "1 line is not a record"
+            print(f"layoutbench: {self.path}: {lines} (line{'s' * (len(skipped) > 1)} {_line_numbers(skipped)}); "
+                  "skipped", file=sys.stderr)
         return records
 
     @contextlib.contextmanager
