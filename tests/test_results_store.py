@@ -160,3 +160,8 @@ def test_a_metric_that_is_not_a_number_is_one_line_naming_file_and_line_exit_2(t
     assert capsys.readouterr().err == (f"layoutbench: error: {candidate / 'records.jsonl'}:2: transitions is 'nine', "
                                        "not a number; correct or delete that line\n")
 
+
+def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: no records in '{tmp_path}'; "
+                                       f"run layoutbench run --out {tmp_path} first\n")
