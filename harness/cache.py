@@ -48,6 +48,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench")
 
 
+@contextlib.contextmanager
+def file_lock(path: Path, wait: bool = True):
+    """An exclusive lock on ``path`` (created, with its folder, where missing) while in the
+    block, which gets the lock file open for reading and writing. Held by another process:
+    wait for it, or with ``wait=False`` raise :class:`BlockingIOError`. The kernel lets go
+    of it when its process ends, however it ends, so a killed holder blocks no one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            yield handle
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _header(body: bytes) -> bytes:
     return MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
 
@@ -104,13 +119,8 @@ class DiskCache:
     @contextlib.contextmanager
     def lock(self, key: str):
         """Held while one process fills ``key``; others wait, then find the entry."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / f".{key}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with file_lock(self.directory / f".{key}.lock"):
+            yield
 
     def get(self, key: str, load: Callable[[bytes], object]) -> tuple[object, bool]:
         """(the value stored under ``key``, True), or (None, False) where there is none or

@@ -60,6 +60,7 @@ def _add_sweep_arguments(command, required: bool) -> None:
     command.add_argument("--columns", help="table columns: all, or a comma list of record fields "
                          "(default: the headline metrics of each target; json and csv carry every field)")
     command.add_argument("--fresh", action="store_true", help="re-run what the results directory already has")
+    _add_no_wait_argument(command)
     workers = command.add_argument_group("workers", "each model is measured in a worker process; a crash or a "
                                           "limit there is a failed record, and the sweep goes on")
     workers.add_argument("--workers", type=_count, default=None,
@@ -76,6 +77,11 @@ def _add_sweep_arguments(command, required: bool) -> None:
                          "record predicts its GPU time (predicted_gpu_ms), and ilp-time minimises it "
                          "(default: $LAYOUTBENCH_COSTS)")
     _add_runtime_arguments(command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)"))
+
+
+def _add_no_wait_argument(command) -> None:
+    command.add_argument("--no-wait", action="store_true",
+                         help="stop (exit 2) if another command is writing --out, instead of waiting for it")
 
 
 def _add_runtime_arguments(group) -> None:
@@ -139,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--out", default="results", help="results directory the runs are kept in (reused "
                          "while nothing changed; default: %(default)s)")
     profile.add_argument("--fresh", action="store_true", help="run again even if the results directory has the runs")
+    _add_no_wait_argument(profile)
     profile.add_argument("--chart", help="bar chart file (default: OUT/profile-MODEL-STRATEGY[-vs-OTHER].png)")
     profile.add_argument("--top", type=_positive, default=10, help="dispatches in the top list (default 10)")
     profile.add_argument("--format", choices=("table", "json"), default="table")
@@ -482,14 +489,15 @@ def _sweep(args, model_names: list[str], strategy_names: list[str], targets: lis
                              RunSettings(warmup=args.warmup, iterations=args.iterations))
     execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
     measured = reused = 0
-    with _RichProgress(len(plan)) as progress:
+    with store.writing(wait=not args.no_wait), _RichProgress(len(plan)) as progress:
         for target in targets:
             sweep = run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh,
                               context=context, execution=execution)
             measured, reused = measured + len(sweep.measured), reused + len(sweep.reused)
+        records = latest(store.read())  # before another command's sweep can add to them
 
     order = {entry: i for i, entry in enumerate(plan)}
-    records = sorted((r for r in latest(store.read()) if key(r) in order), key=lambda r: order[key(r)])
+    records = sorted((r for r in records if key(r) in order), key=lambda r: order[key(r)])
     reasons: dict = {}
     for record in records:
         if record["status"] == "failed":

@@ -118,7 +118,8 @@ def test_bad_thresholds_are_one_line_errors(text, message):
         (["--baseline", "{tmp}"], "--baseline and --candidate go together"),
         (["--baseline", "{tmp}", "--candidate", "{tmp}", "--models", "resnet18"], "drop --models/--zoo"),
         ([], "say what to run (--models or --zoo), or what to judge"),
-        (["--baseline", "{tmp}/none", "--candidate", "{tmp}"], "has no records.jsonl; write it with layoutbench compare"),
+        (["--baseline", "{tmp}/none", "--candidate", "{tmp}"],
+         "has no records.jsonl; write it with layoutbench run --out"),
     ],
 )
 def test_gate_usage_errors_exit_2(tmp_path, capsys, args, message):

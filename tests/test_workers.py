@@ -93,6 +93,17 @@ def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures
     assert second_start >= first_end, "measured in its turn"
 
 
+def test_each_record_has_its_workers_peak_memory_and_a_strategy_frees_what_it_held(tmp_path):
+    """One worker, three strategies of a model with 64 MiB of weights: a strategy that kept
+    its lowering alive would add about twice that to the next one's peak."""
+    sweep = run_sweep(["tests.user_models:wide_linear"], ["bfs-downstream", "bfs-refined", "ilp"], "vulkan",
+                      RecordStore(tmp_path), fresh=True, execution=Execution(workers=1))
+    peaks = [r["worker_peak_rss_bytes"] for r in sweep.records]
+    assert [r["status"] for r in sweep.records] == ["ok"] * 3
+    assert all(peak > 64 << 20 for peak in peaks)
+    assert max(peaks) - peaks[0] < 16 << 20, [peak >> 20 for peak in peaks]
+
+
 def test_a_crash_while_building_the_model_fails_every_strategy_left():
     job = Job("m", "vulkan", ["a", "b"], {}, {})
     tracker = JobTracker(job)

@@ -24,3 +24,10 @@ class _DataDependent(nn.Module):
 def data_dependent():
     """A model torch.export cannot export: its control flow depends on the data."""
     return _DataDependent(), (torch.ones(2),)
+
+
+def wide_linear():
+    """64 MiB of weights in one delegate: what a strategy's lowering keeps alive shows in
+    the worker's resident memory."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4096, 4096), nn.ReLU()), (torch.randn(1, 4096),)

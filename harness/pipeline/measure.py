@@ -11,11 +11,14 @@ worker: the sweep learns from the missing record which measurement it was in.
 """
 
 import contextlib
+import gc
 import os
 import sys
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import strategies
 from harness.errors import LayoutbenchError, TargetUnavailableError, UnavailableError, UsageError, describe
@@ -72,6 +75,35 @@ def root_cause(error: BaseException) -> BaseException:
     return next((e for e in chain if isinstance(e, LayoutbenchError)), chain[-1])
 
 
+def reset_peak_resident_memory() -> bool:
+    """Start this process's resident high-water mark (Linux's VmHWM) again from what is
+    resident now, so the next :func:`peak_resident_bytes` is one measurement's peak, not the
+    process's; False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_resident_bytes() -> int:
+    """This process's resident high-water mark (VmHWM) in bytes."""
+    with open("/proc/self/status") as status:
+        kibibytes = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    return int(kibibytes) * 1024
+
+
+def release_held_memory() -> None:
+    """Free what finished work still holds, so that each strategy of a job starts from the
+    memory the first one did: torch's fake-tensor dispatch cache (process-wide) keys entries
+    by their arguments, among them each strategy's lowered delegates with their payloads (a
+    copy of the weights); and exported and lowered graphs are reference cycles that only the
+    garbage collector frees."""
+    FakeTensorMode.cache_clear()
+    gc.collect()
+
+
 def _code_mismatch(job: Job, strategy) -> str | None:
     """Why the strategy this worker would run is not the code the sweep planned the record
     for (a plug-in file edited, or another version on a cluster's node, would make a record
@@ -88,8 +120,12 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
     """One record, and the traceback of an unexpected error; a failure is ``repeatable``
     where the target's failures repeat (see ``Target.failures_repeat``)."""
     fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
+    fields["worker_peak_rss_bytes"] = None
+    peak_is_this_records = reset_peak_resident_memory()
 
     def record(status: str, reason: str | None, **extra) -> dict:
+        if peak_is_this_records:
+            fields["worker_peak_rss_bytes"] = peak_resident_bytes()
         return job.record(strategy, status, reason, **model.record_fields(), **fields, **extra)
 
     mismatch = _code_mismatch(job, strategy)
@@ -134,6 +170,7 @@ def measure_job(job: Job, send, wait_turn=None) -> None:
         send(("model",))
         with contextlib.suppress(Exception):  # a failed stage fails each record, with its reason
             target.prepare_model(model)
+        release_held_memory()  # what building the model left
         for strategy in job.strategies:
             send(("start", strategy))
             try:
@@ -142,3 +179,4 @@ def measure_job(job: Job, send, wait_turn=None) -> None:
                 send(("usage", str(error)))
                 return
             send(("record", record, trace))
+            release_held_memory()

@@ -139,7 +139,14 @@ def run_sweep(
     """Measure each (model, strategy) on the target, reusing every record whose identity a
     results directory or the record cache already holds (none with ``fresh``); the rest is
     measured one job per model where ``execution`` says (default: a worker process per
-    model, as many at once as the machine has cores)."""
+    model, as many at once as the machine has cores). The results directory is this
+    process's to write meanwhile (waiting for another writer: see ``RecordStore.writing``)."""
+    with store.writing():
+        return _plan_and_measure(model_names, strategy_names, target_name, store, progress, fresh, context, execution)
+
+
+def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_name: str, store: RecordStore,
+                      progress, fresh: bool, context: MeasureContext | None, execution: Execution | None) -> Sweep:
     target = get_target(target_name)
     chosen = strategies_for(target_name, strategy_names)
     progress = progress or SilentProgress()

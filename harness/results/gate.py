@@ -1,6 +1,6 @@
 """The regression gate: a candidate results directory judged against a baseline one.
 
-Both directories are written by ``layoutbench compare``. Every (model, strategy, target)
+Both directories are written by ``layoutbench run``. Every (model, strategy, target)
 the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric may grow
 past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
 (``transition_bytes=5%``). Every metric is lower-is-better except those in
@@ -72,7 +72,7 @@ def parse_thresholds(text: str) -> list[Threshold]:
 def _records(directory: str | Path, role: str) -> pd.DataFrame:
     store = RecordStore(directory)
     if not store.path.exists():
-        raise GateError(f"{role} directory {directory} has no {store.path.name}; write it with layoutbench compare --out")
+        raise GateError(f"{role} directory {directory} has no {store.path.name}; write it with layoutbench run --out")
     records = frame(latest(store.read()))
     if records.empty:
         raise GateError(f"{role} results {store.path} hold no records")

@@ -116,7 +116,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     results = Path(results)
     frame = load(results) if results.is_dir() else pd.DataFrame()
     if frame.empty:
-        raise UsageError(f"no records in '{results}'; run layoutbench compare --out {results} first")
+        raise UsageError(f"no records in '{results}'; run layoutbench run --out {results} first")
     frame = with_excess(frame)
     html_path = Path(out) if out else results / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,8 @@ METRICS = {m.name: m for m in (
     _timing("prefix_seconds", "Lowering before the layout pass"),
     _timing("export_seconds", "Model build and export (or its load from the cache)"),
     _timing("prefix_load_seconds", "Loading the lowering prefix from the cache"),
+    # the worker that measured a record (every target)
+    _timing("worker_peak_rss_bytes", "Peak resident memory of the worker while measuring", unit="bytes"),
     # strategies' own fields (ilp, ilp-bytes, bfs-refined)
     Metric("optimal", "bool", "Proven optimal (ILP)", better="higher", heading="optimal"),
     Metric("objective", "count", "ILP objective"),
@@ -138,6 +140,11 @@ def default_thresholds() -> str:
     """The gate's default: every metric with a default threshold (deterministic ones, and
     latency where the runtime's events measured it)."""
     return ",".join(f"{m.name}={m.gate}" for m in METRICS.values() if m.gate is not None)
+
+
+def not_a_number(record: dict) -> str | None:
+    """The first metric of the schema whose value in ``record`` is neither a number nor null."""
+    return next((name for name in METRICS if not isinstance(record.get(name), (int, float, type(None)))), None)
 
 
 def metric_columns(columns) -> list[str]:

@@ -6,14 +6,30 @@ identity (``harness.pipeline.sweep`` says what that is). ``read`` upgrades recor
 earlier schema versions; :mod:`harness.results.frames` makes pandas tables of them.
 Targets without a pluggable layout pass (Arm) record the strategy as null; tables show it
 as :data:`NO_STRATEGY`.
+
+One process writes a results directory at a time (:meth:`RecordStore.writing`, held for a
+whole command), so no record is ever a duplicate: a sweep's lines are one unbroken run,
+with each (model, strategy, target) of its plan once, measured or (where the file does
+not hold it yet) reused; a second sweep into the directory starts when the first ends,
+and then reuses what the first measured (with ``--fresh``, measures it again: a run of
+its own lines after the first's).
 """
 
+import contextlib
 import json
+import os
+import shlex
+import socket
+import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, upgrade
+from harness.cache import file_lock
+from harness.errors import UsageError
+from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade
 
 RECORDS_FILE = "records.jsonl"
+WRITER_LOCK = ".writer.lock"  # holds the writer's pid, host, command and start while it writes
 NO_STRATEGY = "-"
 OPTIMUM_STRATEGY = "ilp"
 
@@ -32,26 +48,123 @@ def key(record: dict) -> tuple:
     return tuple(record.get(k) for k in IDENTITY_KEYS)
 
 
+class MalformedRecordError(UsageError):
+    """A record whose metric is not a number: no table, report or gate can use it."""
+
+
+class ResultsBusyError(UsageError):
+    """Another process writes the results directory, and the caller would not wait."""
+
+
+# The results directories whose writer lock this process holds (see RecordStore.writing).
+_HELD: set[Path] = set()
+
+
+def _this_process() -> dict:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": shlex.join(sys.argv),
+            "since": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+
+
+def _holder(text: str) -> str:
+    """The writer a lock file names, in words."""
+    try:
+        holder = json.loads(text)
+        return f"pid {holder['pid']} on {holder['host']} ({holder['command']}) since {holder['since']}"
+    except (ValueError, TypeError, KeyError):  # between its holder's lock and its write
+        return "another process"
+
+
+def _record(line: str) -> dict | None:
+    """The record a line holds (in the current schema), or None where it holds none."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not {*IDENTITY_KEYS, "status"} <= record.keys():
+        return None
+    return upgrade(record)
+
+
+def _line_numbers(numbers: list[int], shown: int = 10) -> str:
+    text = ", ".join(map(str, numbers[:shown]))
+    return f"{text}, ..." if len(numbers) > shown else text
+
+
 class RecordStore:
     """The JSON Lines file of one results directory."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.path = self.directory / RECORDS_FILE
+        self._reported: list[int] = []  # the lines already named as not records
 
     def read(self) -> list[dict]:
+        """The records, in the order written. A line that holds no record (cut short by a
+        kill, or written by hand or by another tool) is skipped and named on stderr; a record
+        whose metric is not a number raises :class:`MalformedRecordError`."""
         if not self.path.exists():
             return []
-        records = []
+        records, skipped = [], []
         with self.path.open() as lines:
-            for line in lines:
-                line = line.strip()
-                if line:
-                    try:
-                        records.append(upgrade(json.loads(line)))
-                    except json.JSONDecodeError:
-                        continue  # a line cut short by an interruption
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                record = _record(line)
+                if record is None:
+                    skipped.append(number)
+                    continue
+                metric = not_a_number(record)
+                if metric:
+                    raise MalformedRecordError(f"{self.path}:{number}: {metric} is {record[metric]!r}, not a number; "
+                                               "correct or delete that line")
+                records.append(record)
+        if skipped and skipped != self._reported:  # once per reader, not at each of a sweep's reads
+            self._reported = skipped
+            lines = f"{len(skipped)} lines are not records" if len(skipped) > 1 else "1 line is not a record"
+            print(f"layoutbench: {self.path}: {lines} (line{'s' * (len(skipped) > 1)} {_line_numbers(skipped)}); "
+                  "skipped", file=sys.stderr)
         return records
+
+    @contextlib.contextmanager
+    def writing(self, wait: bool = True):
+        """Held while this process writes the directory (created where missing). Another
+        process holding it: wait for it, saying so on stderr, or with ``wait=False`` raise
+        :class:`ResultsBusyError`; a holder that was killed is taken over, said in one line.
+        Where this process holds it already (the command line, for every target of a sweep),
+        a no-op."""
+        if self.directory.resolve() in _HELD:
+            yield
+            return
+        lock = self.directory / WRITER_LOCK
+        with contextlib.ExitStack() as stack:
+            try:
+                handle = stack.enter_context(file_lock(lock, wait=False))
+            except BlockingIOError:
+                holder = _holder(lock.read_text())
+                if not wait:
+                    raise ResultsBusyError(f"{self.directory} is being written by {holder}; wait for it "
+                                           "(without --no-wait), or use another --out") from None
+                print(f"layoutbench: {self.directory} is being written by {holder}; waiting for it to finish",
+                      file=sys.stderr, flush=True)
+                handle = stack.enter_context(file_lock(lock))
+            except OSError as error:
+                why = "it is a file" if self.directory.is_file() else error.strerror
+                raise UsageError(f"cannot write results into {self.directory}: {why}; "
+                                 "name a directory with --out") from None
+            handle.seek(0)
+            left = handle.read()
+            if left.strip():  # a holder lets go with an empty file; this one was killed
+                print(f"layoutbench: taking over {self.directory} from {_holder(left)}, which ended without "
+                      "letting go of it", file=sys.stderr)
+            handle.truncate(0)
+            handle.write(json.dumps(_this_process()))
+            handle.flush()
+            _HELD.add(self.directory.resolve())
+            try:
+                yield
+            finally:
+                _HELD.discard(self.directory.resolve())
+                handle.truncate(0)
 
     def append(self, record: dict) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,167 @@
+"""A results directory: one writer at a time, a bad --out, lines that are not records, and
+records whose metric is not a number."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from harness import cli
+from harness.pipeline.sweep import run_sweep
+from harness.pipeline.workers import Execution
+from harness.results.store import RecordStore, key, make_record
+
+STRATEGIES = ["all-width-packed", "bfs-downstream", "bfs-refined", "dfs-upstream", "ilp", "ilp-bytes"]
+
+
+def _layoutbench(*args, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _two_sweeps_at_once(out, cache, *options) -> list[tuple[int, str]]:
+    """Two ``run`` commands into ``out``, started together; their exit codes and stderr. A
+    cache of their own: neither reuses records another run left in the user's."""
+    env = {**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)}
+    args = ["run", "--models", "synthetic_small", "--strategies", "all", "--out", str(out), "--workers", "0",
+            "--format", "json", *options]
+    commands = [_layoutbench(*args, env=env) for _ in range(2)]
+    return [(command.wait(timeout=600), command.stderr.read()) for command in commands]
+
+
+def _keys(lines: list[str]) -> list[tuple]:
+    return [key(json.loads(line)) for line in lines]
+
+
+def test_a_second_sweep_into_the_directory_waits_and_reuses_what_the_first_measured(tmp_path):
+    results = _two_sweeps_at_once(tmp_path / "same", tmp_path / "cache")
+    assert [code for code, _ in results] == [0, 0], results
+    lines = (tmp_path / "same" / "records.jsonl").read_text().splitlines()
+    assert sorted(_keys(lines)) == [("synthetic_small", s, "vulkan") for s in STRATEGIES]  # each once
+    said = sorted(err.strip().splitlines()[-1].split(": ", 2)[-1] for _, err in results)
+    assert said[0].startswith("0 measured, 6 reused") and said[1].startswith("6 measured, 0 reused"), said
+
+
+def test_two_fresh_sweeps_into_the_directory_write_one_after_the_other(tmp_path):
+    results = _two_sweeps_at_once(tmp_path / "same", tmp_path / "cache", "--fresh")
+    assert [code for code, _ in results] == [0, 0], results
+    keys = _keys((tmp_path / "same" / "records.jsonl").read_text().splitlines())
+    expected = [("synthetic_small", s, "vulkan") for s in STRATEGIES]
+    assert sorted(keys[:6]) == expected and sorted(keys[6:]) == expected, keys  # two unbroken runs of lines
+
+
+def _hold_writer_lock(directory, then: str) -> subprocess.Popen:
+    """A process that holds the directory's writer lock, says so, then runs ``then``."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys, time
+        from harness.results.store import RecordStore
+        with RecordStore(sys.argv[1]).writing():
+            print("held", flush=True)
+            {then}
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", code, str(directory)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _holder_words(pid: int) -> str:
+    return f"is being written by pid {pid} on {socket.gethostname()} ("
+
+
+def test_a_sweep_waits_for_the_writer_and_says_who_it_is(tmp_path, capfd):
+    """As asv's set-up and profile sweep: through run_sweep."""
+    holder = _hold_writer_lock(tmp_path, "time.sleep(3)")
+    sweep = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", RecordStore(tmp_path),
+                      execution=Execution(workers=0))
+    assert holder.poll() == 0, "waited for the holder to end"
+    assert [r["status"] for r in sweep.records] == ["ok"]
+    waiting = [line for line in capfd.readouterr().err.splitlines() if "is being written by" in line]
+    assert len(waiting) == 1
+    assert waiting[0].startswith(f"layoutbench: {tmp_path} {_holder_words(holder.pid)}")
+    assert f"(-c {tmp_path}) since " in waiting[0] and waiting[0].endswith("; waiting for it to finish")
+
+
+def test_no_wait_stops_with_one_line_naming_the_writer(tmp_path):
+    with RecordStore(tmp_path).writing():
+        command = _layoutbench("run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out",
+                               str(tmp_path), "--workers", "0", "--no-wait")
+        code, err = command.wait(timeout=600), command.stderr.read()
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"layoutbench: error: {tmp_path} {_holder_words(os.getpid())}")
+    assert lines[0].endswith("; wait for it (without --no-wait), or use another --out")
+    assert not (tmp_path / "records.jsonl").exists()
+
+
+def test_the_lock_of_a_killed_writer_is_taken_over_in_one_line(tmp_path, capsys):
+    holder = _hold_writer_lock(tmp_path, "os.kill(os.getpid(), signal.SIGKILL)")
+    assert holder.wait(timeout=60) == -9
+    with RecordStore(tmp_path).writing():
+        pass
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"layoutbench: taking over {tmp_path} from pid {holder.pid} on {socket.gethostname()}")
+    assert lines[0].endswith("which ended without letting go of it")
+    with RecordStore(tmp_path).writing():  # let go of: the next writer takes it over silently
+        pass
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("where, why", [("afile", "it is a file"), ("afile/results", "Not a directory")])
+def test_an_out_that_cannot_be_a_directory_is_one_line_and_exit_2(tmp_path, capsys, where, why):
+    (tmp_path / "afile").write_text("not results")
+    out = tmp_path / where
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out", str(out),
+                     "--workers", "0"])
+    assert code == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: cannot write results into {out}: {why}; "
+                                       "name a directory with --out\n")
+
+
+def _results(directory, *lines: str):
+    directory.mkdir()
+    (directory / "records.jsonl").write_text("".join(line + "\n" for line in lines))
+    return directory
+
+
+def _record(strategy="bfs-downstream", **fields) -> str:
+    return json.dumps(make_record("synthetic_small", strategy, "vulkan", "ok", **fields))
+
+
+def test_lines_that_are_not_records_are_counted_and_named_once(tmp_path, capsys):
+    store = RecordStore(_results(tmp_path / "r", _record(transitions=9), '{"model": "synthetic_small", "strat',
+                                 "", '["a list"]', '{"no": "identity"}'))
+    assert [r["transitions"] for r in store.read()] == [9]
+    assert store.read() and capsys.readouterr().err == (
+        f"layoutbench: {store.path}: 3 lines are not records (lines 2, 4, 5); skipped\n")
+
+
+def test_the_gate_names_the_line_it_skipped_beside_the_record_it_misses(tmp_path, capsys):
+    baseline = _results(tmp_path / "b", _record(transitions=9))
+    candidate = _results(tmp_path / "c", _record("ilp", transitions=8), _record(transitions=9)[:-1])
+    assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
+    err = capsys.readouterr().err
+    assert f"layoutbench: {candidate / 'records.jsonl'}: 1 line is not a record (line 2); skipped\n" in err
+    assert "bfs-downstream / vulkan: not in candidate" in err
+
+
+@pytest.mark.parametrize("command", ["gate", "report"])
+def test_a_metric_that_is_not_a_number_is_one_line_naming_file_and_line_exit_2(tmp_path, capsys, command):
+    baseline = _results(tmp_path / "b", _record(transitions=9))
+    candidate = _results(tmp_path / "c", _record(transitions=9, strategy="x"), _record(transitions="nine"))
+    argv = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)] if command == "gate" else [
+        "report", str(candidate)]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: {candidate / 'records.jsonl'}:2: transitions is 'nine', "
+                                       "not a number; correct or delete that line\n")
+
+
+def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: no records in '{tmp_path}'; "
+                                       f"run layoutbench run --out {tmp_path} first\n")
