@@ -3,10 +3,12 @@
 Round N is the N-th of a sequence of ILP solutions over the same OpRepSets, each putting
 as many operator nodes as it can in a (primary input, output) representation pair that no
 earlier round used, at a small price per transition; so that, together, a few programs
-measure every node in as many of its allowed representations as possible. Each round
-recomputes the rounds before it (they depend only on the graph), so a round is a plain
-strategy: any worker, any machine, the same program. Unlisted: these are measurements,
-not layout policies to compare.
+measure every node in as many of its allowed representations as possible. A round depends
+only on the graph and the rounds before it, so a round is a plain strategy: any worker,
+any machine, the same program; a process keeps the sequence of each graph it solved, so
+its rounds cost one solve each. Each solve has a time limit: its best assignment stands
+(coverage, not an optimum, is the point). Unlisted: these are measurements, not layout
+policies to compare.
 """
 
 from strategies._registry import register_strategy
@@ -39,17 +41,35 @@ class _Coverage:
             self.covered.add((op, pair_name(primary) if primary else "", pair_name(output)))
 
 
+class _Rounds:
+    """The rounds of one graph's problem, solved as they are first asked for."""
+
+    def __init__(self, problem: LayoutProblem):
+        self.problem = problem
+        self.coverage = _Coverage()
+        self.solutions: list = []
+
+    def solution(self, number: int, time_limit: float):
+        while len(self.solutions) < number:
+            found = solve(self.problem, "time", time_limit, self.coverage)
+            self.coverage.cover(self.problem, found.tensor_reprs, found.use_reprs)
+            self.solutions.append(found)
+        return self.solutions[number - 1]
+
+
+_rounds_by_graph: dict[str, _Rounds] = {}
+
+
 class CalibrationLayout(IlpLayout):
     """The ``round``-th calibration assignment (see the module docstring)."""
 
     round = 1
+    time_limit_seconds = 20.0
 
     def call(self, graph_module):
         problem = extract(self, graph_module)
-        coverage = _Coverage()
-        for _ in range(self.round):
-            self.solution = solve(problem, "time", self.time_limit_seconds, coverage)
-            coverage.cover(problem, self.solution.tensor_reprs, self.solution.use_reprs)
+        rounds = _rounds_by_graph.setdefault(problem.graph, _Rounds(problem))
+        self.solution = rounds.solution(self.round, self.time_limit_seconds)
         apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
         return PassResult(graph_module, True)
 
