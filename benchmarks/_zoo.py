@@ -5,16 +5,24 @@ The quick zoo unless ``LAYOUTBENCH_BENCH_ZOO`` names another (``full`` for a rel
 comparison; it takes about 15 minutes to lower) or ``LAYOUTBENCH_BENCH_MODELS`` lists
 models (comma-separated, any name ``layoutbench list models`` accepts, user factories and
 saved ``.pt2`` programs included).
+
+Predicted GPU time is priced by ``LAYOUTBENCH_COSTS``, else by the H100's cost table kept
+in ``docs/cost-table/h100.json``, so that CI judges time with no GPU.
 """
 
+import contextlib
 import os
 import tempfile
+from pathlib import Path
 
 import models
 from harness.pipeline.model import pipeline
 from harness.pipeline.sweep import run_sweep
 from harness.results.schema import metric
 from harness.results.store import RecordStore
+from strategies.gpu_costs import COSTS_ENV
+
+DEFAULT_COSTS = Path(__file__).resolve().parent.parent / "docs" / "cost-table" / "h100.json"
 
 BENCH_ZOO = os.environ.get("LAYOUTBENCH_BENCH_ZOO", "quick")
 _LISTED = os.environ.get("LAYOUTBENCH_BENCH_MODELS")
@@ -65,7 +73,7 @@ class RecordedSuite:
     def sweep(self) -> dict:
         model_names = list(self.params[0])
         strategy_names = self._param("strategy", [])
-        with tempfile.TemporaryDirectory() as results:
+        with tempfile.TemporaryDirectory() as results, _costs_in_force():
             store = RecordStore(results)
             records = [record for target in self._param("target", [self.target])
                        for record in run_sweep(model_names, strategy_names, target, store).records]
@@ -75,3 +83,15 @@ class RecordedSuite:
         self.record = records[params]
         if self.record["status"] != "ok":
             raise NotImplementedError(self.record["reason"])
+
+
+@contextlib.contextmanager
+def _costs_in_force():
+    """The cost table the suites price with, in force for one sweep (its workers inherit it)."""
+    saved = os.environ.get(COSTS_ENV)
+    os.environ[COSTS_ENV] = saved or str(DEFAULT_COSTS)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[COSTS_ENV]

@@ -14,7 +14,7 @@ class VulkanLayout(RecordedSuite):
     params = (BENCH_MODELS, STRATEGIES)
     param_names = ("model", "strategy")
     target = "vulkan"
-    version = "vulkan-layout-1"
+    version = "vulkan-layout-2"
 
     def setup_cache(self):
         return self.sweep()
@@ -22,3 +22,4 @@ class VulkanLayout(RecordedSuite):
     track_transitions = track("transitions")
     track_transition_bytes = track("transition_bytes")
     track_delegate_memory_bytes = track("delegate_memory_bytes")
+    track_predicted_gpu_ms = track("predicted_gpu_ms")

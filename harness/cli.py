@@ -145,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--out", default="results", help="results directory the runs are kept in (reused "
                          "while nothing changed; default: %(default)s)")
     profile.add_argument("--fresh", action="store_true", help="run again even if the results directory has the runs")
+    profile.add_argument("--recorded", action="store_true", help="profile the runs --out already holds (e.g. "
+                         "another machine's, from import-remote); run nothing")
     _add_no_wait_argument(profile)
     profile.add_argument("--chart", help="bar chart file (default: OUT/profile-MODEL-STRATEGY[-vs-OTHER].png)")
     profile.add_argument("--top", type=_positive, default=10, help="dispatches in the top list (default 10)")
@@ -546,7 +548,7 @@ def _profile(args) -> int:
     model = models.resolve_models(args.model)[0]
     names = [args.strategy] + ([args.vs] if args.vs else [])
     strategies.resolve_strategies(",".join(names))
-    records = _sweep(args, [model], names, ["vulkan-run"])
+    records = _recorded_runs(args.out, model, names) if args.recorded else _sweep(args, [model], names, ["vulkan-run"])
     frames, runs = {}, {}
     for record in records:
         if record["status"] != "ok":
@@ -571,6 +573,21 @@ def _profile(args) -> int:
     print(f"{PROGRAM}: chart written to {chart}", file=sys.stderr)
     print(_render_profile(result, args.format))
     return 0
+
+
+def _recorded_runs(results: str, model: str, names: list[str]) -> list[dict]:
+    """The latest vulkan-run record of each strategy in a results directory (another
+    machine's runs, as import-remote wrote them), nothing run."""
+    from harness.errors import UsageError
+    from harness.results.store import RecordStore, latest
+
+    found = {r["strategy"]: r for r in latest(RecordStore(results).read())
+             if r["model"] == model and r["target"] == "vulkan-run" and r["strategy"] in names}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise UsageError(f"{results} has no vulkan-run record of {model} / {', '.join(missing)}; drop --recorded "
+                         "to run it here")
+    return [found[name] for name in names]
 
 
 def _render_profile(result: dict, output_format: str) -> str:

@@ -241,3 +241,18 @@ def test_asv_tracks_the_record_s_latency(imported):
     bench.setup(wall_clock, "synthetic_small", "bfs-downstream")
     with pytest.raises(NotImplementedError, match="EVENT_TRACER"):
         bench.track_latency_ms(wall_clock, "synthetic_small", "bfs-downstream")
+
+
+def test_profile_reads_another_machine_s_runs_without_running_anything(imported, capsys):
+    from harness import cli
+
+    out, records = imported
+    argv = ["profile", "synthetic_small", "--strategy", "bfs-downstream", "--vs", "all-width-packed",
+            "--out", str(out), "--recorded", "--workers", "0", "--format", "json"]
+    assert cli.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    first = next(r for r in records if r["strategy"] == "bfs-downstream")
+    assert result["summary"]["gpu_dispatch_ms"] == pytest.approx(first["gpu_dispatch_ms"])
+    assert result["vs"] == "all-width-packed" and result["operator_changes"]
+    assert cli.main([*argv[:4], "ilp", *argv[6:]]) == 2
+    assert "has no vulkan-run record of synthetic_small / ilp" in capsys.readouterr().err
