@@ -155,7 +155,7 @@ def source_tree(path: Path) -> SourceTree:
         return SourceTree(path, commit, commit[:12], f"git commit {commit}")
     files = _files_digest(path)
     return SourceTree(path, f"files-{files}", f"files-{files[:12]}",
-                      f"digest of its files {files[:12]} (not a git checkout)")
+                      f"files digest {files[:12]}, not a git checkout")
 
 
 def build_dir(source: SourceTree, flags: tuple[str, ...]) -> Path:
