@@ -42,7 +42,8 @@ def _built(key: str, flags: list[str]) -> Path:
     binary.chmod(0o755)
     (build / "build.json").write_text(json.dumps({
         "source": "/src/executorch", "source_identity": "abc", "source_described": "git commit abc",
-        "flags": flags, "glslc": "glslc", "seconds": 360.0, "built_at": "2026-11-24T09:00:00Z"}))
+        "flags": flags, "glslc": "glslc", "seconds": 30.0, "first_build_seconds": 360.0,
+        "built_at": "2026-11-24T09:00:00Z"}))
     return binary
 
 
@@ -65,7 +66,8 @@ def test_report_names_the_newest_build_its_rule_digest_and_flags(empty_cache, ca
     assert lines[0] == f"runtime: {newer}"
     assert lines[1] == f"found as: {runners.BUILT}"
     assert lines[2] == f"sha256: {runtime_build.file_digest(newer)}"
-    assert lines[3] == "built: 2026-11-24T09:00:00Z from /src/executorch (git commit abc) in 6.0 min"
+    assert lines[3] == ("built: 2026-11-24T09:00:00Z from /src/executorch (git commit abc) in 0.5 min "
+                        "(the first build: 6.0 min)")
     assert lines[4] == "flags: -DCMAKE_BUILD_TYPE=Release -DEXECUTORCH_BUILD_VULKAN=ON"
 
 
@@ -186,8 +188,9 @@ def test_built_runner_runs_a_vulkan_program_with_no_flag(executorch_source, tmp_
         f"layoutbench runtime build: reusing {binary} (built from {executorch_source.resolve()}, "
         f"{runtime_build.source_tree(executorch_source).described}; same flags); --rebuild compiles again"]
     assert runners.locate_runtime(None)[1] == runners.BUILT
+    # In this process, whose PATH was just changed: a fork server started earlier keeps the PATH it had.
     code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target",
-                     "vulkan-run", "--out", str(tmp_path), "--iterations", "2", "--format", "json"])
+                     "vulkan-run", "--workers", "0", "--out", str(tmp_path), "--iterations", "2", "--format", "json"])
     [record] = json.loads(capsys.readouterr().out)
     assert code == 0 and record["status"] == "ok", record["reason"]
     assert record["runtime"] == runners.RUNNER_NAME and record["gpu_dispatch_ms"] > 0
