@@ -195,3 +195,54 @@ def test_built_runner_runs_a_vulkan_program_with_no_flag(executorch_source, tmp_
     assert code == 0 and record["status"] == "ok", record["reason"]
     assert record["runtime"] == runners.RUNNER_NAME and record["gpu_dispatch_ms"] > 0
     assert (tmp_path / "programs" / "synthetic_small" / "bfs-downstream.etdump").stat().st_size > 0
+
+
+def _repository(path: Path, files: dict[str, str]) -> str:
+    """A git repository at ``path`` with ``files`` committed; its commit."""
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    _git(path, "init", "-q")
+    _git(path, "add", ".")
+    _git(path, "commit", "-qm", "files")
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def test_without_source_the_installed_tag_is_cloned_with_the_runners_submodules(empty_cache, tmp_path, monkeypatch):
+    """A stand-in upstream (local repositories): the tag of the installed executorch, the
+    runner's submodules at their pins; json's pin cannot be had (as in this machine's
+    snapshot), which is no error: the build stages a stand-in for it."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")  # git refuses file:// submodules unless told
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    upstream = tmp_path / "upstream"
+    modules = []
+    for index, name in enumerate((*runtime_build.RUNNER_SUBMODULES, runtime_build.JSON_SUBMODULE)):
+        repository = tmp_path / "submodules" / str(index)
+        commit = _repository(repository, {"include/header.h": name})
+        url = f"file://{repository}" if name != runtime_build.JSON_SUBMODULE else f"file://{tmp_path}/gone"
+        modules.append((name, commit, url))
+    _repository(upstream, {"CMakeLists.txt": "", "backends/vulkan/CMakeLists.txt": "", ".gitmodules": "".join(
+        f'[submodule "{name}"]\n\tpath = {name}\n\turl = {url}\n' for name, _, url in modules)})
+    for name, commit, _ in modules:
+        _git(upstream, "update-index", "--add", "--cacheinfo", f"160000,{commit},{name}")
+    _git(upstream, "commit", "-qm", "submodules")
+    tag = f"v{importlib.metadata.version('executorch').split('+')[0]}"
+    _git(upstream, "tag", tag)
+    monkeypatch.setattr(runtime_build, "EXECUTORCH_GIT_URL", f"file://{upstream}")
+
+    source = runtime_build._cloned_source()
+    assert source == runners.runtime_dir() / "source" / tag / "executorch"
+    runtime_build._check_source(source)
+    assert (source / runtime_build.RUNNER_SUBMODULES[0] / "include" / "header.h").read_text() == \
+        runtime_build.RUNNER_SUBMODULES[0]
+    assert not any((source / runtime_build.JSON_SUBMODULE).iterdir())
+    clean = runtime_build.source_tree(source)
+    assert clean.described.startswith("git commit ")
+    header = source / runtime_build.RUNNER_SUBMODULES[0] / "include" / "header.h"
+    header.with_name("built.o").write_text("a build's output")
+    assert runtime_build.source_tree(source) == clean
+    header.write_text("edited")
+    assert runtime_build.source_tree(source).identity.startswith(clean.identity + "+")
+    upstream.rename(tmp_path / "upstream-gone")
+    assert runtime_build._cloned_source() == source  # kept: no second clone
