@@ -175,7 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("--source", help="build: an ExecuTorch source tree with its submodules (default: a "
                          "shallow clone of the tag of the installed executorch; needs internet)")
     runtime.add_argument("--cmake-arg", action="append", default=[], metavar="-DNAME=VALUE",
-                         help="build: a CMake flag added to the runner's (repeatable; part of the cache key)")
+                         help="build: a CMake flag added to the runner's, written --cmake-arg=-DNAME=VALUE "
+                         "(repeatable; part of the cache key)")
     runtime.add_argument("--rebuild", action="store_true", help="build: compile again (incremental) even if "
                          "the cache has this runner")
     runtime.add_argument("--jobs", type=_positive, help="build: compile jobs (default: the machine's cores)")
