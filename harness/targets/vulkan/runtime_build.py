@@ -55,7 +55,7 @@ BUILD_FLAGS = (
     "-DEXECUTORCH_BUILD_CPUINFO=OFF",
 )
 EXECUTORCH_GIT_URL = "https://github.com/pytorch/executorch.git"
-# The submodules the runner's build reads; third-party/json last: a stand-in replaces it if it cannot be had.
+# The submodules the runner's build reads, but for third-party/json: a stand-in replaces it if it cannot be had.
 RUNNER_SUBMODULES = (
     "backends/vulkan/third-party/Vulkan-Headers",
     "backends/vulkan/third-party/VulkanMemoryAllocator",
@@ -194,13 +194,17 @@ def _cloned_source() -> Path:
         last = (clone.stderr.strip().splitlines() or ["no output"])[-1]
         raise UsageError(f"could not clone ExecuTorch {tag} from {EXECUTORCH_GIT_URL} ({last}); without "
                          "internet, pass --source DIR, an ExecuTorch source tree with its submodules")
-    for names in (RUNNER_SUBMODULES, (JSON_SUBMODULE,)):
-        update = subprocess.run(["git", "-C", str(source), "submodule", "update", "--init", "--depth", "1", "--",
-                                 *names], capture_output=True, text=True, env=environment, timeout=3600)
-        if update.returncode != 0 and names != (JSON_SUBMODULE,):
-            last = (update.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UsageError(f"could not fetch ExecuTorch's submodules into {source} ({last}); "
-                             "pass --source DIR, an ExecuTorch source tree with its submodules")
+
+    def update(names: tuple[str, ...]) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(source), "submodule", "update", "--init", "--depth", "1", "--",
+                               *names], capture_output=True, text=True, env=environment, timeout=3600)
+
+    fetched = update(RUNNER_SUBMODULES)
+    if fetched.returncode != 0:
+        last = (fetched.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"could not fetch ExecuTorch's submodules into {source} ({last}); "
+                         "pass --source DIR, an ExecuTorch source tree with its submodules")
+    update((JSON_SUBMODULE,))  # where its pin cannot be had, the build stages a stand-in
     return source
 
 
