@@ -3,7 +3,7 @@
 ``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind:
 ``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
 ``records`` (measurements by identity), ``lowering-memory`` (asv's peak memory of lowering
-each model), and the tools' ``npm`` and ``vgf-host`` folders.
+each model), and the tools' ``npm``, ``vgf-host`` and ``runtime`` folders.
 
 A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
 reader never sees half an entry; a per-entry lock makes a second process that wants the
@@ -37,7 +37,8 @@ KINDS = {
     "records": "measurements by identity, reused by any run, asv process or commit",
     "lowering-memory": "peak memory of lowering each model (asv), by lowering identity",
     "npm": "the dashboard's scripts from the npm registry",
-    "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools",
+    "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools and glslc",
+    "runtime": "executor_runner: one put there by hand, and runtime build's, with their build directories",
 }
 # The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
 ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")

@@ -194,6 +194,20 @@ def _parser() -> argparse.ArgumentParser:
                             f"(of {', '.join(ENTRY_KINDS)})")
     cache.add_argument("--format", choices=("table", "json"), default="table")
 
+    runtime = commands.add_parser(
+        "runtime", help="which ExecuTorch runtime vulkan-run would use, and why; runtime build: build an "
+        "executor_runner with Vulkan into the cache, where vulkan-run, profile and asv find it with no flag")
+    runtime.add_argument("action", nargs="?", choices=("build",), help="build (or reuse) the runner")
+    runtime.add_argument("--source", help="build: an ExecuTorch source tree with its submodules (default: a "
+                         "shallow clone of the tag of the installed executorch; needs internet)")
+    runtime.add_argument("--cmake-arg", action="append", default=[], metavar="-DNAME=VALUE",
+                         help="build: a CMake flag added to the runner's, written --cmake-arg=-DNAME=VALUE "
+                         "(repeatable; part of the cache key)")
+    runtime.add_argument("--rebuild", action="store_true", help="build: compile again (incremental) even if "
+                         "the cache has this runner")
+    runtime.add_argument("--jobs", type=_positive, help="build: compile jobs (default: the machine's cores)")
+    runtime.add_argument("--et-runner", help="report: as for run, to see what a flag would pick")
+
     dashboard = commands.add_parser(
         "dashboard", help="make an asv publish output work offline (scripts fetched via npm, not CDNs)")
     dashboard.add_argument("html", nargs="?", default=".asv/html", help="asv's html_dir (default: %(default)s)")
@@ -385,6 +399,22 @@ def _cache(args) -> int:
     print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))})")
     print(table[["entries", "bytes", "holds"]].to_string())
     return 0
+
+
+def _runtime(args) -> int:
+    from harness.errors import UsageError
+    from harness.targets.vulkan import runtime_build
+
+    if args.action == "build":
+        if args.et_runner:
+            raise UsageError("--et-runner names a runtime to report on; runtime build builds one: drop it")
+        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs))
+        return 0
+    if args.source or args.cmake_arg or args.rebuild or args.jobs:
+        raise UsageError("--source, --cmake-arg, --rebuild and --jobs go with runtime build")
+    text, found = runtime_build.report(args.et_runner)
+    print(text)
+    return 0 if found else 1
 
 
 def _list(args) -> int:
@@ -638,7 +668,7 @@ def _compare(args) -> int:
 
 COMMANDS = {"list": _list, "run": _run, "gate": _gate, "compare": _compare, "explain": _explain,
             "profile": _profile, "costs": _costs, "calibrate": _calibrate, "import-remote": _import_remote,
-            "report": _report, "cache": _cache, "dashboard": _dashboard}
+            "report": _report, "cache": _cache, "runtime": _runtime, "dashboard": _dashboard}
 
 
 def _interrupt(signum, frame):

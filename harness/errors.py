@@ -19,6 +19,11 @@ class LoweringError(MeasurementError):
     """ExecuTorch failed to partition, lower or serialize a model."""
 
 
+class RuntimeBuildError(LayoutbenchError):
+    """``layoutbench runtime build`` could not configure or compile ExecuTorch's runner, or
+    get a tool it needs; the message says where the log is or what to install."""
+
+
 class TargetUnavailableError(UnavailableError):
     """A target's tools are not installed or cannot run on this host: every record of the
     target is ``skipped`` with this one-line reason."""

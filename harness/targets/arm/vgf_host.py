@@ -4,9 +4,10 @@ The model converter, scenario runner and ML emulation layer wheels (0.10.0) ship
 built for glibc >= 2.38, and the emulation layers only load in order under a Vulkan
 loader >= 1.4. On an older host (Debian 12: glibc 2.36, loader 1.3.239) ``prepare``
 fetches Debian trixie's libc6, libstdc++6, libgcc-s1 and libvulkan1 with apt-get into a
-private directory (nothing on the system changes) and writes wrappers that start each
-tool through that directory's dynamic loader. Inference runs on Mesa's lavapipe CPU
-driver (Debian ``mesa-vulkan-drivers``) unless ``LAYOUTBENCH_VULKAN_ICD`` names another.
+private directory (nothing on the system changes; :mod:`harness.targets.debian_trixie`)
+and writes wrappers that start each tool through that directory's dynamic loader.
+Inference runs on Mesa's lavapipe CPU driver (Debian ``mesa-vulkan-drivers``) unless
+``LAYOUTBENCH_VULKAN_ICD`` names another.
 
 ``python -m harness.targets.arm.vgf_host`` (run by ``make``) prepares the host, or says in one line
 why it cannot; ``tools()`` hands the ready tools to the harness, or raises that line.
@@ -15,21 +16,18 @@ why it cannot; ``tools()`` hands the ready tools to the harness, or raises that 
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import cache_root
 from harness.errors import TargetUnavailableError
+from harness.targets import debian_trixie
+from harness.targets.debian_trixie import SYSTEM_LIBRARIES
 
-TRIXIE_PACKAGES = ("libc6", "libstdc++6", "libgcc-s1", "libvulkan1")
-TRIXIE_SOURCE = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main"
 MIN_GLIBC = (2, 38)
 MIN_VULKAN_LOADER = (1, 4)
 LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
-SYSTEM_LIBRARIES = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")
 EMULATION_LAYERS = "VK_LAYER_ML_Graph_Emulation:VK_LAYER_ML_Tensor_Emulation"
 # (python package the wheel installs, binary inside it)
 BINARIES = {
@@ -53,10 +51,6 @@ class VgfTools:
     scenario_runner: Path
     vgf_dump: Path
     environment: dict
-
-
-def host_dir() -> Path:
-    return cache_root() / "vgf-host"
 
 
 def _package_dir(package: str) -> Path:
@@ -87,48 +81,19 @@ def needs_private_runtime() -> bool:
     return glibc < MIN_GLIBC or _system_loader_version() < MIN_VULKAN_LOADER
 
 
-def _private_root() -> Path:
-    return host_dir() / "root"
-
-
-def _private_loader() -> Path:
-    return _private_root() / "usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
-
-
 def _fetch_trixie_runtime() -> None:
-    """Download and unpack Debian trixie's C/C++ runtime and Vulkan loader into the host dir."""
-    apt_get = shutil.which("apt-get")
-    dpkg_deb = shutil.which("dpkg-deb")
-    if not (apt_get and dpkg_deb):
-        raise VgfHostError("VGF tools need glibc >= 2.38 and apt-get/dpkg-deb to fetch it privately; neither is here")
-    apt = host_dir() / "apt"
-    debs = host_dir() / "debs"
-    for directory in (apt / "lists" / "partial", apt / "cache" / "archives" / "partial", debs):
-        directory.mkdir(parents=True, exist_ok=True)
-    (apt / "sources.list").write_text(TRIXIE_SOURCE + "\n")
-    options = [
-        "-o", f"Dir::Etc::SourceList={apt / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
-        "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
-        "-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1", "-qq",
-    ]
-    for command in ([apt_get, *options, "update"], [apt_get, *options, "download", *TRIXIE_PACKAGES]):
-        done = subprocess.run(command, cwd=debs, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise VgfHostError(f"could not fetch Debian trixie's runtime for the VGF tools: {last}")
-    root = _private_root()
-    for deb in sorted(debs.glob("*.deb")):
-        subprocess.run([dpkg_deb, "-x", str(deb), str(root)], check=True, timeout=300)
+    """Download and unpack Debian trixie's C/C++ runtime and Vulkan loader."""
+    debian_trixie.fetch(("libvulkan1",), "the VGF tools (glibc >= 2.38, Vulkan loader >= 1.4)", VgfHostError)
     # scenario-runner dlopens the unversioned name.
-    libraries = root / "usr/lib/x86_64-linux-gnu"
+    libraries = debian_trixie.library_dir()
     (libraries / "libvulkan.so").unlink(missing_ok=True)
     (libraries / "libvulkan.so").symlink_to("libvulkan.so.1")
 
 
-def _library_path(private: bool) -> str:
+def _library_path(private: bool) -> list[str]:
     emulation = _package_dir(EMULATION_PACKAGE) / "deploy" / "lib"
-    own = [str(_private_root() / "usr/lib/x86_64-linux-gnu")] if private else []
-    return ":".join([*own, str(emulation), *SYSTEM_LIBRARIES])
+    own = [str(debian_trixie.library_dir())] if private else []
+    return [*own, str(emulation), *SYSTEM_LIBRARIES]
 
 
 def _wrapper_dir() -> Path:
@@ -142,9 +107,9 @@ def _write_wrapper(name: str, private: bool) -> Path:
     wrapper.parent.mkdir(parents=True, exist_ok=True)
     binary = _binary(name)
     if private:
-        start = f'exec "{_private_loader()}" --library-path "{_library_path(True)}" "{binary}" "$@"'
+        start = debian_trixie.start_command(binary, _library_path(True))
     else:
-        start = f'LD_LIBRARY_PATH="{_library_path(False)}" exec "{binary}" "$@"'
+        start = f'LD_LIBRARY_PATH="{":".join(_library_path(False))}" exec "{binary}" "$@"'
     wrapper.write_text(f"#!/bin/sh\n# Written by harness/vgf_host.py.\n{start}\n")
     wrapper.chmod(0o755)
     return wrapper
@@ -174,7 +139,7 @@ def _smoke_test(wrapper: Path) -> None:
 def prepare() -> VgfTools:
     """Make the tools runnable here (fetching a runtime if the host needs one) and check
     that each starts; idempotent."""
-    if needs_private_runtime() and not _private_loader().exists():
+    if needs_private_runtime() and not debian_trixie.loader().exists():
         _fetch_trixie_runtime()
     prepared = tools()
     for wrapper in (prepared.model_converter, prepared.scenario_runner, prepared.vgf_dump):
@@ -188,7 +153,7 @@ def tools() -> VgfTools:
     if not icd().exists():
         raise VgfHostError(f"no Vulkan driver at {icd()}: install Debian's mesa-vulkan-drivers (lavapipe)")
     private = needs_private_runtime()
-    if private and not _private_loader().exists():
+    if private and not debian_trixie.loader().exists():
         raise VgfHostError(
             "the VGF tools need glibc >= 2.38 and a Vulkan loader >= 1.4, which this host lacks; "
             "run make (python -m harness.targets.arm.vgf_host) to fetch them privately"
@@ -203,7 +168,7 @@ def main() -> int:
     except (VgfHostError, subprocess.SubprocessError, OSError) as error:
         print(f"vgf host: not ready: {error}", file=sys.stderr)
         return 1
-    runtime = "Debian trixie's runtime in " + str(_private_root()) if needs_private_runtime() else "the system runtime"
+    runtime = "Debian trixie's runtime in " + str(debian_trixie.root()) if needs_private_runtime() else "the system runtime"
     print(f"vgf host: ready ({runtime}; tools in {prepared.model_converter.parent})", file=sys.stderr)
     return 0
 

@@ -2,10 +2,12 @@
 
 Two runtimes, found in this order (``find_runtime``):
 
-- an ``executor_runner`` binary (``--et-runner PATH`` or ``LAYOUTBENCH_ET_RUNNER``), driven
-  through its flags: one process of warm-up and timed executions, whose ETDump times each
-  (a runner built with the event tracer); a runner without it is timed from outside as
-  (wall(N + 1 executions) - wall(1 execution)) / N (``remote.run_timed``);
+- an ``executor_runner`` binary (``--et-runner PATH``, ``LAYOUTBENCH_ET_RUNNER``, one on
+  ``PATH``, ``CACHE/runtime/executor_runner``, or the newest that ``layoutbench runtime
+  build`` built into ``CACHE/runtime/``), driven through its flags: one process of warm-up
+  and timed executions, whose ETDump times each (a runner built with the event tracer); a
+  runner without it is timed from outside as (wall(N + 1 executions) - wall(1 execution)) / N
+  (``remote.run_timed``);
 - ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
   registered there (the pip wheel has XNNPACK but not Vulkan); they write an ETDump too.
 
@@ -33,10 +35,18 @@ from strategies.errors import MeasurementError, UsageError
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
 RUNNER_NAME = "executor_runner"
 NO_RUNTIME_REASON = (
-    "no ExecuTorch runtime with the Vulkan backend: pass --et-runner PATH (or set "
-    f"{RUNNER_ENV}, or put it on PATH or at $LAYOUTBENCH_CACHE_DIR/runtime/{RUNNER_NAME}) to an "
-    f"{RUNNER_NAME} built with -DEXECUTORCH_BUILD_VULKAN=ON, or install ExecuTorch pybindings built with Vulkan"
+    "no ExecuTorch runtime with the Vulkan backend: build one with `layoutbench runtime build --source DIR` "
+    f"(DIR: an ExecuTorch source tree), or pass --et-runner PATH (or set {RUNNER_ENV}, or put it on PATH or at "
+    f"$LAYOUTBENCH_CACHE_DIR/runtime/{RUNNER_NAME}) to an {RUNNER_NAME} built with -DEXECUTORCH_BUILD_VULKAN=ON, "
+    "or install ExecuTorch pybindings built with Vulkan"
 )
+# The rules that find a runtime, in the order find_runtime tries them (``layoutbench runtime`` names the one used).
+BY_FLAG = "--et-runner"
+BY_ENVIRONMENT = f"${RUNNER_ENV}"
+ON_PATH = f"{RUNNER_NAME} on PATH"
+IN_CACHE = f"the cache's runtime/{RUNNER_NAME}, put there by hand"
+BUILT = "the newest runner `layoutbench runtime build` built or reused"
+PYBINDINGS = "ExecuTorch's pybindings, which have the backend registered"
 
 
 class RuntimeFailure(MeasurementError):
@@ -121,25 +131,44 @@ def pybindings_backends() -> list[str]:
     return list(Runtime.get().backend_registry.registered_backend_names)
 
 
+def runtime_dir() -> Path:
+    """``CACHE/runtime`` (``layoutbench cache`` shows CACHE): a machine's own runner, and the
+    builds of ``layoutbench runtime build``."""
+    return cache_root() / "runtime"
+
+
 def cached_runner() -> Path:
     """Where a machine's own runner may be put so that no flag is needed:
-    ``CACHE/runtime/executor_runner`` (``layoutbench cache`` shows CACHE)."""
-    return cache_root() / "runtime" / RUNNER_NAME
+    ``CACHE/runtime/executor_runner``."""
+    return runtime_dir() / RUNNER_NAME
+
+
+def newest_built_runner() -> Path | None:
+    """The runner ``layoutbench runtime build`` built or reused last, of those it keeps as
+    ``CACHE/runtime/<source>-<flags>/executor_runner``; None when it built none."""
+    built = [path for path in runtime_dir().glob(f"*/{RUNNER_NAME}") if os.access(path, os.X_OK)]
+    return max(built, key=lambda path: path.stat().st_mtime, default=None)
+
+
+def locate_runtime(et_runner: str | None, backend: str = "VulkanBackend") -> tuple[object | None, str | None]:
+    """(the runtime to use, the rule that found it), or (None, None): ``--et-runner``,
+    ``$LAYOUTBENCH_ET_RUNNER``, an ``executor_runner`` on ``PATH``, the cache's own
+    ``runtime/executor_runner``, the newest build, then ExecuTorch pybindings that have the backend."""
+    for path, rule in ((et_runner, BY_FLAG), (os.environ.get(RUNNER_ENV), BY_ENVIRONMENT)):
+        if path:
+            return ExecutorRunner(shutil.which(path) or path), rule
+    cached = cached_runner() if os.access(cached_runner(), os.X_OK) else None
+    for path, rule in ((shutil.which(RUNNER_NAME), ON_PATH), (cached, IN_CACHE), (newest_built_runner(), BUILT)):
+        if path:
+            return ExecutorRunner(str(path)), rule
+    if backend in pybindings_backends():
+        return Pybindings(), PYBINDINGS
+    return None, None
 
 
 def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
-    """The runtime to use, or None (the caller marks its records skipped): ``--et-runner``,
-    ``$LAYOUTBENCH_ET_RUNNER``, an ``executor_runner`` on ``PATH``, one in the cache, then
-    ExecuTorch pybindings that have the backend."""
-    path = et_runner or os.environ.get(RUNNER_ENV)
-    if path:
-        return ExecutorRunner(shutil.which(path) or path)
-    found = shutil.which(RUNNER_NAME) or (str(cached_runner()) if os.access(cached_runner(), os.X_OK) else None)
-    if found:
-        return ExecutorRunner(found)
-    if backend in pybindings_backends():
-        return Pybindings()
-    return None
+    """The runtime to use (:func:`locate_runtime`), or None: the caller marks its records skipped."""
+    return locate_runtime(et_runner, backend)[0]
 
 
 def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,

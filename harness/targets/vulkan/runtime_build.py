@@ -1,0 +1,408 @@
+"""``layoutbench runtime build``: ExecuTorch's ``executor_runner`` with the Vulkan backend,
+built from an ExecuTorch source tree into the cache; ``layoutbench runtime``: which runtime
+the harness would use, and why.
+
+A build is kept in ``CACHE/runtime/<source>-<flags>/``: the binary, ``build.json`` (what it
+was built from, with which flags, how long it took) and the CMake build directory, so that
+building the same source again is incremental. ``<source>`` is the tree's git commit (plus a
+digest of uncommitted changes to tracked files), or a digest of its files where it is not a
+git checkout; ``<flags>`` is a digest of the CMake flags. ``find_runtime`` finds the newest
+build with no flag.
+
+The traps met building it by hand, handled here:
+
+- ET-VK's shaders use ``GL_EXT_integer_dot_product``, which older glslc (Debian 12's shaderc
+  2023.2) rejects: a glslc that fails a probe shader is replaced by Debian trixie's, run
+  through the trixie runtime :mod:`harness.targets.debian_trixie` fetches.
+- ExecuTorch's headers are included as ``<executorch/...>`` from the tree's parent, so the
+  tree must sit in a directory named ``executorch``: another name is reached through a
+  directory of that name beside the build.
+- A tree whose ``third-party/json`` is empty (a snapshot without nlohmann/json's pinned
+  commit) cannot be configured, though the runner never uses it: the build then sees a
+  stand-in that only defines json's CMake target.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.cache import DiskCache
+from harness.errors import RuntimeBuildError, UsageError
+from harness.targets import debian_trixie
+from harness.targets.vulkan.runners import (
+    NO_RUNTIME_REASON, RUNNER_NAME, ExecutorRunner, locate_runtime, runtime_dir,
+)
+
+PREFIX = "layoutbench runtime build"
+BUILD_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DEXECUTORCH_BUILD_VULKAN=ON",
+    "-DEXECUTORCH_BUILD_EXECUTOR_RUNNER=ON",
+    "-DEXECUTORCH_BUILD_DEVTOOLS=ON",
+    "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON",
+    # The runner needs none of them; each is minutes of compiling on a small machine.
+    "-DEXECUTORCH_BUILD_XNNPACK=OFF",
+    "-DEXECUTORCH_BUILD_PTHREADPOOL=OFF",
+    "-DEXECUTORCH_BUILD_CPUINFO=OFF",
+)
+EXECUTORCH_GIT_URL = "https://github.com/pytorch/executorch.git"
+# The submodules the runner's build reads, but for third-party/json: a stand-in replaces it if it cannot be had.
+RUNNER_SUBMODULES = (
+    "backends/vulkan/third-party/Vulkan-Headers",
+    "backends/vulkan/third-party/VulkanMemoryAllocator",
+    "backends/vulkan/third-party/volk",
+    "backends/xnnpack/third-party/FXdiv",
+    "third-party/flatbuffers",
+    "third-party/flatcc",
+    "third-party/gflags",
+)
+JSON_SUBMODULE = "third-party/json"
+JSON_STAND_IN = """# Written by layoutbench runtime build: the tree's nlohmann/json is missing, and the
+# runner does not use it; only its target is defined, so that third-party/ configures.
+add_library(nlohmann_json INTERFACE)
+add_library(nlohmann_json::nlohmann_json ALIAS nlohmann_json)
+"""
+GLSLC_PROBE = """#version 450
+#extension GL_EXT_integer_dot_product : require
+layout(local_size_x = 1) in;
+void main() {}
+"""
+# What a build writes into the source tree itself (flatcc's library and tools, Python's
+# bytecode of the code generators): left out of a tree's digest, or building would change it.
+BUILD_OUTPUTS_IN_SOURCE = ("third-party/flatcc/lib", "third-party/flatcc/bin")
+BYTECODE_DIRECTORY = "__pycache__"
+NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+BUILDS = DiskCache("runtime")  # only its lock: a second build of the same key waits for the first
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """An ExecuTorch source tree and what identifies its content."""
+
+    path: Path
+    identity: str  # git commit (+ digest of uncommitted changes), or "files-<digest>"
+    short: str  # the same, shortened for the cache key
+    described: str  # for people: "git commit X" or "digest of its files X"
+
+
+def _say(text: str) -> None:
+    print(f"{PREFIX}: {text}", file=sys.stderr, flush=True)
+
+
+def _digest(parts) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else str(part).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def flags_digest(flags: tuple[str, ...]) -> str:
+    return _digest(flags)[:12]
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as binary:
+        for block in iter(lambda: binary.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _git(source: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(source), *arguments], capture_output=True, timeout=300)
+
+
+def _files_digest(source: Path) -> str:
+    """A digest of every file's path and content (links: their target), build outputs aside."""
+    parts = []
+    for directory, subdirectories, files in os.walk(source):
+        relative = Path(directory).relative_to(source)
+        subdirectories[:] = sorted(
+            name for name in subdirectories
+            if name not in (".git", BYTECODE_DIRECTORY) and str(relative / name) not in BUILD_OUTPUTS_IN_SOURCE
+        )
+        for name in sorted(files):
+            path = Path(directory) / name
+            if path.is_symlink():
+                parts += [relative / name, os.readlink(path)]
+            elif path.is_file():
+                parts += [relative / name, file_digest(path)]
+    return _digest(parts)
+
+
+def source_tree(path: Path) -> SourceTree:
+    """The tree at ``path`` and its identity: the checkout's commit where it is the top of a
+    git checkout, else a digest of its files."""
+    path = path.resolve()
+    top = _git(path, "rev-parse", "--show-toplevel") if shutil.which("git") else None
+    if top is not None and top.returncode == 0 and Path(top.stdout.decode().strip()).resolve() == path:
+        commit = _git(path, "rev-parse", "HEAD").stdout.decode().strip()
+        changes = _git(path, "diff", "HEAD", "--submodule=short").stdout
+        if changes:
+            change_digest = _digest([changes])[:8]
+            return SourceTree(path, f"{commit}+{change_digest}", f"{commit[:12]}+{change_digest}",
+                              f"git commit {commit} with uncommitted changes (digest {change_digest})")
+        return SourceTree(path, commit, commit[:12], f"git commit {commit}")
+    files = _files_digest(path)
+    return SourceTree(path, f"files-{files}", f"files-{files[:12]}",
+                      f"files digest {files[:12]}, not a git checkout")
+
+
+def build_dir(source: SourceTree, flags: tuple[str, ...]) -> Path:
+    """``CACHE/runtime/<source>-<flags>``: the binary, build.json and the CMake build directory."""
+    return runtime_dir() / f"{source.short}-{flags_digest(flags)}"
+
+
+def _check_source(source: Path) -> None:
+    if not (source / "CMakeLists.txt").is_file() or not (source / "backends" / "vulkan").is_dir():
+        raise UsageError(f"{source} is not an ExecuTorch source tree (no CMakeLists.txt and backends/vulkan); "
+                         "pass --source the top of an ExecuTorch checkout")
+    empty = [name for name in RUNNER_SUBMODULES if not any((source / name).glob("*"))]
+    if empty:
+        raise UsageError(f"{source} lacks the submodules {', '.join(empty)}: run git submodule update --init "
+                         f"{' '.join(empty)} there, or put those repositories' trees at these paths")
+
+
+def _cloned_source() -> Path:
+    """A shallow clone of the tag of the installed executorch, with the runner's submodules,
+    in the cache (reused); without internet, a one-line error saying to pass --source."""
+    version = importlib.metadata.version("executorch").split("+")[0]
+    tag = f"v{version}"
+    source = runtime_dir() / "source" / tag / "executorch"
+    if (source / ".git").exists() and (source / RUNNER_SUBMODULES[0] / "include").is_dir():
+        return source
+    if not shutil.which("git"):
+        raise UsageError(f"no git here to clone ExecuTorch {tag}; pass --source DIR, an ExecuTorch source tree")
+    shutil.rmtree(source, ignore_errors=True)
+    source.parent.mkdir(parents=True, exist_ok=True)
+    _say(f"cloning ExecuTorch {tag} (the installed executorch is {version}) into {source}")
+    environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    clone = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", tag, EXECUTORCH_GIT_URL,
+                            str(source)], capture_output=True, text=True, env=environment, timeout=3600)
+    if clone.returncode != 0:
+        shutil.rmtree(source, ignore_errors=True)
+        last = (clone.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"could not clone ExecuTorch {tag} from {EXECUTORCH_GIT_URL} ({last}); without "
+                         "internet, pass --source DIR, an ExecuTorch source tree with its submodules")
+
+    def update(names: tuple[str, ...]) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(source), "submodule", "update", "--init", "--depth", "1", "--",
+                               *names], capture_output=True, text=True, env=environment, timeout=3600)
+
+    fetched = update(RUNNER_SUBMODULES)
+    if fetched.returncode != 0:
+        last = (fetched.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"could not fetch ExecuTorch's submodules into {source} ({last}); "
+                         "pass --source DIR, an ExecuTorch source tree with its submodules")
+    update((JSON_SUBMODULE,))  # where its pin cannot be had, the build stages a stand-in
+    return source
+
+
+def _staged_source(source: Path, build: Path) -> Path:
+    """The tree as the build sees it: itself where it is named ``executorch`` and complete;
+    else ``BUILD/source/executorch``, links to its entries with the stand-in for json."""
+    json_missing = not (source / JSON_SUBMODULE / "CMakeLists.txt").is_file()
+    if source.name == "executorch" and not json_missing:
+        return source
+    staged = build / "source" / "executorch"
+    shutil.rmtree(staged.parent, ignore_errors=True)
+    staged.mkdir(parents=True)
+    for entry in source.iterdir():
+        if not (json_missing and entry.name == "third-party"):
+            (staged / entry.name).symlink_to(entry)
+    if json_missing:
+        _say(f"{source / JSON_SUBMODULE} is empty: building with a stand-in (the runner does not use nlohmann/json)")
+        third_party = staged / "third-party"
+        third_party.mkdir()
+        for entry in (source / "third-party").iterdir():
+            if entry.name != "json":
+                (third_party / entry.name).symlink_to(entry)
+        (third_party / "json").mkdir()
+        (third_party / "json" / "CMakeLists.txt").write_text(JSON_STAND_IN)
+    return staged
+
+
+def _compiles_shaders(glslc: str) -> bool:
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = Path(scratch) / "probe.comp"
+        probe.write_text(GLSLC_PROBE)
+        try:
+            done = subprocess.run([glslc, str(probe), "-o", str(probe.with_suffix(".spv"))],
+                                  capture_output=True, timeout=60)
+        except OSError:
+            return False
+    return done.returncode == 0
+
+
+def glslc() -> str:
+    """A glslc that compiles ET-VK's shaders: the one on PATH where it can, else Debian
+    trixie's (fetched once), started through the trixie runtime by a wrapper script."""
+    system = shutil.which("glslc")
+    if system and _compiles_shaders(system):
+        return system
+    binary = debian_trixie.root() / "usr" / "bin" / "glslc"
+    if not (binary.exists() and debian_trixie.loader().exists()):
+        _say("fetching Debian trixie's glslc (the one here cannot compile ET-VK's shaders)" if system
+             else "fetching Debian trixie's glslc (none on PATH)")
+        debian_trixie.fetch(("glslc", "libshaderc1"), "the Vulkan shaders' compiler (glslc)", RuntimeBuildError)
+    wrapper = debian_trixie.host_dir() / "bin" / "glslc"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    library_path = [str(debian_trixie.library_dir()), *debian_trixie.SYSTEM_LIBRARIES]
+    wrapper.write_text(f"#!/bin/sh\n# Written by {__name__}.\n{debian_trixie.start_command(binary, library_path)}\n")
+    wrapper.chmod(0o755)
+    if not _compiles_shaders(str(wrapper)):
+        raise RuntimeBuildError(f"Debian trixie's glslc ({wrapper}) does not compile a probe shader with "
+                                "GL_EXT_integer_dot_product; put a glslc from shaderc >= 2024 on PATH")
+    return str(wrapper)
+
+
+class _Progress:
+    """ninja's [N/M] as a bar on a terminal; elsewhere (a log, CI) a line each tenth."""
+
+    def __init__(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        self._lines = not console.is_terminal
+        self._progress = Progress(TextColumn(f"{PREFIX}: compiling"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=console, disable=self._lines)
+        self._task = None
+        self._tenth_said = -1
+        self._started = time.monotonic()
+
+    def __enter__(self):
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._progress.__exit__(*exc)
+
+    def step(self, done: int, total: int) -> None:
+        if self._task is None:
+            self._task = self._progress.add_task("compiling", total=total)
+        self._progress.update(self._task, completed=done, total=total)
+        tenth = done * 10 // total
+        if self._lines and tenth > self._tenth_said:
+            self._tenth_said = tenth
+            _say(f"[{done}/{total}] {time.monotonic() - self._started:.0f} s")
+
+
+def _first_error(log: Path, marker: re.Pattern) -> str:
+    for line in log.read_text(errors="replace").splitlines():
+        if marker.search(line):
+            return line.strip()[:300]
+    return "no error line found"
+
+
+def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_path: str) -> None:
+    log = cmake_build.parent / "configure.log"
+    _say(f"configuring with CMake (log: {log})")
+    command = ["cmake", "-G", "Ninja", "-S", str(source), "-B", str(cmake_build), *flags,
+               f"-DGLSLC_PATH={glslc_path}", f"-DPYTHON_EXECUTABLE={sys.executable}"]
+    with log.open("w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
+    if done.returncode != 0:
+        found = _first_error(log, re.compile(r"CMake Error|does not contain|not found"))
+        raise RuntimeBuildError(f"CMake could not configure ExecuTorch: {found}; the whole log is {log}")
+
+
+def _compile(cmake_build: Path, jobs: int) -> None:
+    log = cmake_build.parent / "build.log"
+    command = ["ninja", "-C", str(cmake_build), f"-j{jobs}", RUNNER_NAME]
+    with log.open("w") as out, _Progress() as progress:
+        ninja = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in ninja.stdout:
+            out.write(line)
+            step = NINJA_STEP.match(line)
+            if step:
+                progress.step(int(step.group(1)), int(step.group(2)))
+        ninja.wait()
+    if ninja.returncode != 0:
+        found = _first_error(log, re.compile(r"error:|FAILED:"))
+        raise RuntimeBuildError(f"{RUNNER_NAME} did not compile: {found}; the whole log is {log}")
+
+
+def _required_tools() -> None:
+    missing = [tool for tool in ("cmake", "ninja") if not shutil.which(tool)]
+    if missing:
+        raise UsageError(f"building the runtime needs {' and '.join(missing)}: install them "
+                         "(Debian: apt-get install cmake ninja-build)")
+
+
+def build(source: str | None, extra_flags: list[str], rebuild: bool = False, jobs: int | None = None) -> Path:
+    """Build (or reuse) the runner for ``source`` (None: a clone of the installed executorch's
+    tag) with :data:`BUILD_FLAGS` and ``extra_flags``; the path of the binary."""
+    if source is not None and not Path(source).is_dir():
+        raise UsageError(f"--source {source} is not a directory; pass the top of an ExecuTorch source tree")
+    path = Path(source).resolve() if source else _cloned_source()
+    _check_source(path)
+    tree = source_tree(path)
+    flags = (*BUILD_FLAGS, *extra_flags)
+    build = build_dir(tree, flags)
+    binary = build / RUNNER_NAME
+    with BUILDS.lock(build.name):
+        if binary.exists() and not rebuild:
+            binary.touch()  # the newest again: find_runtime uses what was asked for last
+            _say(f"reusing {binary} (built from {tree.path}, {tree.described}; same flags); --rebuild compiles again")
+            return binary
+        _required_tools()
+        glslc_path = glslc()
+        cmake_build = build / "build"
+        cmake_build.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        if not (cmake_build / "build.ninja").exists():
+            _configure(_staged_source(tree.path, build), cmake_build, flags, glslc_path)
+        _compile(cmake_build, jobs or os.cpu_count() or 1)
+        seconds = time.monotonic() - started
+        record = build / "build.json"
+        first_seconds = json.loads(record.read_text())["first_build_seconds"] if record.exists() else seconds
+        record.write_text(json.dumps({
+            "source": str(tree.path), "source_identity": tree.identity, "source_described": tree.described,
+            "flags": list(flags), "glslc": glslc_path, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(seconds, 1), "first_build_seconds": round(first_seconds, 1),
+        }, indent=1) + "\n")
+        # Copied, not linked: the build directory may be rebuilt while a run uses the binary.
+        temporary = build / f".{RUNNER_NAME}.tmp"
+        shutil.copyfile(cmake_build / RUNNER_NAME, temporary)
+        temporary.chmod(0o755)
+        os.replace(temporary, binary)
+    _say(f"built {binary} in {seconds / 60:.1f} min ({binary.stat().st_size / 1e6:.1f} MB); {_who_finds(binary)}")
+    return binary
+
+
+def _who_finds(binary: Path) -> str:
+    runtime, rule = locate_runtime(None)
+    if isinstance(runtime, ExecutorRunner) and runtime.path == binary:
+        return "vulkan-run, profile and asv find it with no flag"
+    return f"but {runtime.path} ({rule}) comes first: pass --et-runner {binary}, or remove that one"
+
+
+def report(et_runner: str | None = None) -> tuple[str, bool]:
+    """Which runtime the harness would use and why: (lines for people, whether one was found)."""
+    runtime, rule = locate_runtime(et_runner)
+    if runtime is None:
+        return f"no runtime: {NO_RUNTIME_REASON}", False
+    if not isinstance(runtime, ExecutorRunner):
+        return f"runtime: {runtime.name}, found as {rule}", True
+    lines = [f"runtime: {runtime.path}", f"found as: {rule}",
+             f"sha256: {file_digest(runtime.path)}"]
+    built = runtime.path.parent / "build.json"
+    if built.exists():
+        info = json.loads(built.read_text())
+        lines += [f"built: {info['built_at']} from {info['source']} ({info['source_described']}) in "
+                  f"{info['seconds'] / 60:.1f} min (the first build: {info['first_build_seconds'] / 60:.1f} min)",
+                  f"flags: {' '.join(info['flags'])}"]
+    else:
+        lines.append("built: not by layoutbench runtime build (its flags and source are not known here)")
+    return "\n".join(lines), True
