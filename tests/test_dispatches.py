@@ -254,5 +254,5 @@ def test_profile_reads_another_machine_s_runs_without_running_anything(imported,
     first = next(r for r in records if r["strategy"] == "bfs-downstream")
     assert result["summary"]["gpu_dispatch_ms"] == pytest.approx(first["gpu_dispatch_ms"])
     assert result["vs"] == "all-width-packed" and result["operator_changes"]
-    assert cli.main([*argv[:4], "ilp", *argv[6:]]) == 2
+    assert cli.main([*argv[:3], "ilp", *argv[6:]]) == 2
     assert "has no vulkan-run record of synthetic_small / ilp" in capsys.readouterr().err
