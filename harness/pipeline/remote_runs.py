@@ -17,13 +17,13 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.pipeline.sweep import identity_fields
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import gpu_summary
+from harness.targets.vulkan.dispatches import gpu_summary, prediction_error
 from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
 from harness.targets.vulkan.remote import REMOTE_SUMMARY
 from harness.targets.vulkan.targets import program_dispatches, program_path
 
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance",
-              "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share")
+              "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share", "staging_gpu_ms", "prediction_error")
 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
@@ -46,6 +46,7 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
                   run_note=f"run on {summary['machine']} ({summary['device']}) by remote.py; outputs not compared")
     if run["etdump"]:
         fields.update(gpu_summary(program_dispatches(pte)))
+        fields["prediction_error"] = prediction_error(fields)
     return fields
 
 

@@ -157,3 +157,13 @@ def gpu_summary(frame: "pd.DataFrame") -> dict:
         "transition_time_share": transitions / total if total else None,
         "staging_gpu_ms": float(frame.loc[frame["operator"] == STAGING, "gpu_ms"].sum()),
     }
+
+
+def prediction_error(fields: dict) -> float | None:
+    """How far a record's predicted GPU time is from what its run measured, as a fraction:
+    the prediction covers operators and transitions, so ET-VK's copies of inputs and outputs
+    are left out of the measured side too. None where either is missing."""
+    predicted, measured = fields.get("predicted_gpu_ms"), fields.get("gpu_dispatch_ms")
+    if predicted is None or measured is None:
+        return None
+    return predicted / (measured - fields["staging_gpu_ms"]) - 1

@@ -194,6 +194,7 @@ def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
         "gpu_dispatch_ms": None,
         "transition_gpu_ms": None,
         "transition_time_share": None,
+        "staging_gpu_ms": None,
         "runtime": runtime.name,
     }
     if etdump is not None and nodes is not None:

@@ -13,7 +13,7 @@ from harness.results.provenance import file_digest
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.device import vulkan_device
-from harness.targets.vulkan.dispatches import node_map, read_dispatches
+from harness.targets.vulkan.dispatches import node_map, prediction_error, read_dispatches
 from harness.targets.vulkan.latency import ETDUMP
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, measure_run
@@ -115,7 +115,7 @@ class VulkanRun(Vulkan):
     metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_min",
                "latency_ms_max", "load_ms", "copy_inputs_ms", "graph_execute_ms", "iterations",
                "peak_rss_bytes", "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms",
-               "transition_time_share")
+               "transition_time_share", "staging_gpu_ms", "prediction_error")
     runs_programs = True
 
     def prepare(self, context: MeasureContext) -> None:
@@ -147,3 +147,4 @@ class VulkanRun(Vulkan):
         with tempfile.TemporaryDirectory() as workdir:
             fields.update(measure_run(self.runtime, path, exported.module(), exported.example_inputs[0],
                                       context.run_settings, Path(workdir), read_node_map(path)))
+        fields["prediction_error"] = prediction_error(fields)
