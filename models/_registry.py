@@ -136,7 +136,8 @@ def _unknown(name: str) -> UnknownNameError:
     families = ", ".join(f"{prefix}:<name>" for prefix in sorted(_families))
     return UnknownNameError(
         "model", name, list_models(),
-        f" (also {families}, <name>{UNFUSED_SUFFIX}, <name>{INT8_SUFFIX}, package.module:factory, file.py:factory, a .pt2 file)",
+        f" (also {families}, <name>{UNFUSED_SUFFIX}, <name>{INT8_SUFFIX}, package.module:factory, file.py:factory,"
+        " a .pt2 file)",
     )
 
 

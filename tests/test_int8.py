@@ -1,0 +1,106 @@
+"""The ``.int8`` variant: names, identity, precision, int8 transitions and their bytes, every
+strategy's assignment validated, and factories that return exported or quantized modules."""
+
+import pytest
+import torch
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType
+
+import models
+import strategies
+from harness.errors import InvalidAssignmentError, InvalidModelError, UnknownNameError
+from harness.pipeline.export_cache import export_model
+from harness.pipeline.model import pipeline
+from harness.targets.accuracy import tolerance
+from harness.targets.vulkan import validator
+from harness.targets.vulkan.targets import measure_vulkan
+from models.quantization import is_quantized
+from strategies.representations import tensor_bytes
+
+from .conftest import QUICK_ZOO
+
+MODEL = "synthetic_small.int8"
+HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
+
+
+def test_int8_names_resolve_and_are_their_own_identity():
+    assert models.list_models(zoo="quick-int8") == sorted(f"{name}.int8" for name in QUICK_ZOO)
+    assert models.resolve_models("synthetic_sm*.int8") == [MODEL]
+    assert models.resolve_models("timm:resnet18*.unfused.int8") == ["timm:resnet18.unfused.int8",
+                                                                     "timm:resnet18d.unfused.int8"]
+    assert models.source_digest(MODEL) != models.source_digest("synthetic_small")
+    with pytest.raises(UnknownNameError, match=r"<name>\.int8"):
+        models.resolve_models("synthetic_small.int8.unfused")  # variants go in one order
+
+
+def test_int8_model_is_quantized_the_same_every_time():
+    first, second = models.create(MODEL), models.create(MODEL)
+    assert first.name == MODEL and is_quantized(first.module)
+    assert not is_quantized(models.create("synthetic_small").module)
+    with torch.no_grad():
+        torch.testing.assert_close(first.module(*first.example_inputs), second.module(*second.example_inputs),
+                                   rtol=0, atol=0)
+
+
+def test_packed_int8_layouts_are_sized_as_the_runtime_pads_them():
+    # Tensor.cpp: 4W4C aligns C and W to 4 (a 2-D tensor's C of 1 too); 4W aligns W to 4 in
+    # a buffer, 16 in a texture; one byte an element.
+    assert tensor_bytes([1, 3, 5, 7], 1, VkStorageType.BUFFER, VkMemoryLayout.PACKED_INT8_4W4C) == 4 * 5 * 8
+    assert tensor_bytes([5, 7], 1, VkStorageType.BUFFER, VkMemoryLayout.PACKED_INT8_4W4C) == 4 * 5 * 8
+    assert tensor_bytes([1, 3, 5, 7], 1, VkStorageType.BUFFER, VkMemoryLayout.PACKED_INT8_4W) == 3 * 5 * 8
+    assert tensor_bytes([1, 3, 5, 7], 1, VkStorageType.TEXTURE_3D, VkMemoryLayout.PACKED_INT8_4W) == 3 * 5 * 16
+    assert tensor_bytes([1, 6, 5, 7], 1, VkStorageType.BUFFER, VkMemoryLayout.PACKED_INT8_4H4W) == 6 * 8 * 8
+
+
+def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
+    lowering = pipeline(MODEL).vulkan_lowering
+    records = {}
+    for name in (*HEURISTICS, "ilp", "ilp-bytes"):
+        fields = {}
+        lowered, _ = measure_vulkan(lowering, name, fields)  # validates, raises on a violation
+        assert validator.validate(lowered) > 0
+        records[name] = fields
+    for name, fields in records.items():
+        assert fields["precision"] == "int8", name
+        assert 0 <= fields["int8_transitions"] <= fields["transitions"], name
+        assert fields["int8_transition_bytes"] <= fields["transition_bytes"], name
+        assert records["ilp"]["transitions"] <= fields["transitions"], name
+        assert records["ilp-bytes"]["transition_bytes"] <= fields["transition_bytes"], name
+    # the ILP's byte objective is the metric, at int8 sizes
+    assert records["ilp-bytes"]["objective"] == records["ilp-bytes"]["transition_bytes"]
+    # all-width-packed forces int8 tensors out of their PACKED_INT8 layouts, and float ones around them
+    widths = records["all-width-packed"]
+    assert 0 < widths["int8_transitions"] < widths["transitions"]
+    assert 0 < widths["int8_transition_bytes"] < widths["transition_bytes"]
+
+
+def test_float_records_say_float32_with_no_int8_transitions():
+    fields = {}
+    measure_vulkan(pipeline("synthetic_small").vulkan_lowering, "all-width-packed", fields)
+    assert fields["precision"] == "float32"
+    assert fields["transitions"] > 0 and fields["int8_transitions"] == 0 == fields["int8_transition_bytes"]
+
+
+def test_validator_rejects_an_int8_tensor_outside_its_packed_int8_layout():
+    lowered = pipeline(MODEL).vulkan_lowering.lower(strategies.get_strategy("tests.user_strategies:Int8AsWidthPacked"))
+    with pytest.raises(InvalidAssignmentError, match=r"got BUFFER/WIDTH_PACKED, accepts .*PACKED_INT8"):
+        validator.validate(lowered)
+
+
+@pytest.mark.parametrize("factory", ["tests.user_models:quantized_tiny_convnet",
+                                     "tests.user_models:exported_tiny_convnet"])
+def test_a_factory_may_return_an_exported_or_quantized_module(factory):
+    spec = models.create(factory)
+    exported = export_model(spec)
+    assert any(n.op == "call_function" for n in exported.graph.nodes)
+    assert is_quantized(spec.module) == ("quantized" in factory)
+
+
+def test_an_int8_variant_of_a_quantized_model_is_one_clear_error():
+    with pytest.raises(InvalidModelError, match=r"quantized already; name it without \.int8"):
+        models.create("tests.user_models:quantized_tiny_convnet.int8")
+
+
+def test_int8_programs_get_an_int8_tolerance():
+    reference = [torch.tensor([[-4.0, 2.0]])]
+    assert tolerance(reference) == pytest.approx(4e-3)
+    assert tolerance(reference, "int8") == pytest.approx(0.4)
