@@ -91,7 +91,8 @@ class Vulkan(Target):
 
     metrics = ("transitions", "transition_bytes", "int8_transitions", "int8_transition_bytes", "delegate_memory_bytes",
                "transition_memory_bytes", "partitions", "delegate_ops", "ops_outside_delegate", "own_clones",
-               "pte_bytes", "pass_seconds", "finish_seconds", "serialize_seconds", "prefix_seconds", "optimal", "predicted_gpu_ms", "predicted_unpriced_nodes")
+               "pte_bytes", "pass_seconds", "finish_seconds", "serialize_seconds", "prefix_seconds", "optimal",
+               "predicted_gpu_ms", "predicted_unpriced_nodes")
 
     def environment(self, context: MeasureContext) -> dict:
         """The cost table too, where one is in force: it prices ``predicted_gpu_ms`` and
