@@ -1,6 +1,9 @@
 """The ``.int8`` variant: names, identity, precision, int8 transitions and their bytes, every
 strategy's assignment validated, and factories that return exported or quantized modules."""
 
+import json
+
+import executorch.backends.vulkan.utils as vk_utils
 import pytest
 import torch
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType
@@ -11,12 +14,15 @@ from harness.errors import InvalidAssignmentError, InvalidModelError, UnknownNam
 from harness.pipeline.export_cache import export_model
 from harness.pipeline.model import pipeline
 from harness.targets.accuracy import tolerance
-from harness.targets.vulkan import validator
+from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.targets import measure_vulkan
 from models.quantization import is_quantized
+from strategies.gpu_costs import COSTS_ENV, pair_name
+from strategies.ilp import partition_problems
 from strategies.representations import tensor_bytes
 
 from .conftest import QUICK_ZOO
+from .test_gpu_time import NAMES, operators_of, random_table
 
 MODEL = "synthetic_small.int8"
 HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
@@ -71,6 +77,23 @@ def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
     widths = records["all-width-packed"]
     assert 0 < widths["int8_transitions"] < widths["transitions"]
     assert 0 < widths["int8_transition_bytes"] < widths["transition_bytes"]
+
+
+def test_ilp_time_on_int8_is_valid_and_never_above_another_strategy(tmp_path, monkeypatch):
+    lowering = pipeline(MODEL).vulkan_lowering
+    int8_names = [pair_name((VkStorageType.BUFFER, layout)) for layout in sorted(vk_utils.all_quantized_memory_layouts)]
+    table = random_table(operators_of(partition_problems(lowering.programs)), 7, (*NAMES, *int8_names))
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(table.to_json()))
+    monkeypatch.setenv(COSTS_ENV, str(path))
+    predicted = {}
+    for name in (*HEURISTICS, "ilp", "ilp-bytes", "ilp-time"):
+        lowered = lowering.lower(strategies.get_strategy(name))
+        validator.validate(lowered)
+        predicted[name], unpriced = metrics.predicted_gpu_ms(lowered, table)
+        assert unpriced == 0, name  # the table prices the PACKED_INT8 layouts too
+    for name, ms in predicted.items():
+        assert predicted["ilp-time"] <= ms + 1e-9, name
 
 
 def test_float_records_say_float32_with_no_int8_transitions():
