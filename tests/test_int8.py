@@ -1,5 +1,6 @@
 """The ``.int8`` variant: names, identity, precision, int8 transitions and their bytes, every
-strategy's assignment validated, and factories that return exported or quantized modules."""
+strategy's assignment validated (ilp-time's too), vulkan-run's int8 tolerance, and factories
+that return exported or quantized modules."""
 
 import json
 
@@ -13,8 +14,12 @@ import strategies
 from harness.errors import InvalidAssignmentError, InvalidModelError, UnknownNameError
 from harness.pipeline.export_cache import export_model
 from harness.pipeline.model import pipeline
+from harness.pipeline.sweep import run_sweep
+from harness.pipeline.workers import Execution
+from harness.results.store import RecordStore
+from harness.targets import MeasureContext
 from harness.targets.accuracy import tolerance
-from harness.targets.vulkan import metrics, validator
+from harness.targets.vulkan import metrics, runners, validator
 from harness.targets.vulkan.targets import measure_vulkan
 from models.quantization import is_quantized
 from strategies.gpu_costs import COSTS_ENV, pair_name
@@ -127,3 +132,24 @@ def test_int8_programs_get_an_int8_tolerance():
     reference = [torch.tensor([[-4.0, 2.0]])]
     assert tolerance(reference) == pytest.approx(4e-3)
     assert tolerance(reference, "int8") == pytest.approx(0.4)
+
+
+class _OffByFiveHundredths:
+    """A runtime whose outputs are eager PyTorch's plus 0.05: within an int8 program's
+    tolerance, not within a float one's."""
+
+    name = "offset-stand-in"
+
+    def run(self, pte, inputs, reference, settings, workdir):
+        return runners.RunResult([1.0] * settings.iterations, [t + 0.05 for t in reference], 0, None)
+
+
+@pytest.mark.parametrize("model, status", [(MODEL, "ok"), ("synthetic_small", "failed")])
+def test_vulkan_run_holds_an_int8_program_to_the_int8_tolerance(model, status, tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner: _OffByFiveHundredths())
+    settings = runners.RunSettings(warmup=1, iterations=2, repeats=1)
+    records = run_sweep([model], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
+                        context=MeasureContext(tmp_path, run_settings=settings),
+                        execution=Execution(workers=0)).records  # in this process, where the patch is
+    assert records[0]["status"] == status, records[0]["reason"]
+    assert records[0]["max_abs_error"] == pytest.approx(0.05, rel=1e-5)  # float32 sums
