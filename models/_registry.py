@@ -238,8 +238,8 @@ def _resolve(base: str) -> _Source:
 @dataclass(frozen=True)
 class _Variants:
     base: str
-    unfused: bool = False
-    int8: bool = False
+    unfused: bool
+    int8: bool
 
     @property
     def suffix(self) -> str:
@@ -256,7 +256,7 @@ def _split_variants(name: str) -> _Variants:
 
 def _unfused(spec: ModelSpec, base: str) -> None:
     if spec.exported is not None:
-        raise InvalidModelError(f"'{base}' is a saved program; its attention cannot be unfused")
+        raise InvalidModelError(f"'{base}' is an exported program; its attention cannot be unfused")
     if _unfuse_attention(spec.module) == 0:
         raise InvalidModelError(f"'{base}' has no fused attention to unfuse")
 

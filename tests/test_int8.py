@@ -28,6 +28,7 @@ from strategies.representations import tensor_bytes
 
 from .conftest import QUICK_ZOO
 from .test_gpu_time import NAMES, operators_of, random_table
+from .user_models import tiny_convnet
 
 MODEL = "synthetic_small.int8"
 HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
@@ -121,6 +122,15 @@ def test_a_factory_may_return_an_exported_or_quantized_module(factory):
     exported = export_model(spec)
     assert any(n.op == "call_function" for n in exported.graph.nodes)
     assert is_quantized(spec.module) == ("quantized" in factory)
+
+
+def test_a_saved_program_quantizes_as_int8(tmp_path):
+    module, inputs = tiny_convnet()
+    path = tmp_path / "tiny.pt2"
+    torch.export.save(torch.export.export(module.eval(), inputs), path)
+    spec = models.create(f"{path}.int8")
+    assert spec.exported is None and is_quantized(spec.module)  # exported again, quantized
+    assert models.source_digest(f"{path}.int8") != models.source_digest(str(path))
 
 
 def test_an_int8_variant_of_a_quantized_model_is_one_clear_error():
