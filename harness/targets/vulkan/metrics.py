@@ -52,7 +52,7 @@ class Transition:
 
     @property
     def quantized(self) -> bool:
-        """An int8 transition (between int8 layouts), not a float clone."""
+        """A transition of an int8 tensor, not a float clone."""
         return self.dtype in {str(d).removeprefix("torch.") for d in QUANTIZED_DTYPES}
 
 
