@@ -49,8 +49,9 @@ def _gibibytes(text: str) -> int:
 def _add_sweep_arguments(command, required: bool) -> None:
     chosen = command.add_mutually_exclusive_group(required=required)
     chosen.add_argument("--models", help="comma-separated models: zoo names, timm:<name>, <name>.unfused, "
-                        "package.module:factory, file.py:factory, or a .pt2 saved with torch.export.save")
-    chosen.add_argument("--zoo", help="a zoo: quick or full")
+                        "<name>.int8, package.module:factory, file.py:factory, or a .pt2 saved with "
+                        "torch.export.save")
+    chosen.add_argument("--zoo", help="a zoo: quick, quick-int8 or full (see list zoos)")
     command.add_argument("--strategies", default="all",
                          help="comma-separated names, package.module:Class, file.py:Class, or all")
     command.add_argument("--target", default="vulkan",

@@ -3,6 +3,7 @@
 from models import edgetam, synthetic, timm_zoo  # noqa: F401  (registrations)
 from models._registry import (
     ENTRY_POINT_GROUP,
+    INT8_SUFFIX,
     UNFUSED_SUFFIX,
     ModelSpec,
     add_to_zoo,
@@ -15,8 +16,12 @@ from models._registry import (
     source_digest,
 )
 
+# The quick zoo's models quantized: every quick model as <name>.int8.
+add_to_zoo("quick-int8", *(name + INT8_SUFFIX for name in list_models(zoo="quick")))
+
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "INT8_SUFFIX",
     "UNFUSED_SUFFIX",
     "ModelSpec",
     "add_to_zoo",

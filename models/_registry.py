@@ -11,7 +11,10 @@ not registered may still resolve:
   ``(module, example_inputs)`` pair;
 - as a program saved with ``torch.export.save`` (``path/to/model.pt2``), measured as saved.
 
-Any attention model also exists as ``<name>.unfused``.
+Variants, as suffixes in this order: ``<name>.unfused`` (any attention model, timm's fused
+SDPA switched off) and ``<name>.int8`` (any model, statically quantized to int8: see
+``models.quantization``), e.g. ``deit_tiny_patch16_224.unfused.int8``. A factory may also
+return a module that is already exported or quantized; it is measured as it is.
 """
 
 import fnmatch
@@ -23,10 +26,12 @@ from typing import Callable
 
 import torch
 
+from models import quantization
 from strategies.errors import InvalidModelError, UnknownNameError, UsageError
 from strategies.plugins import entry_point_names, load_object
 
 UNFUSED_SUFFIX = ".unfused"
+INT8_SUFFIX = ".int8"
 ENTRY_POINT_GROUP = "layoutbench.models"
 SAVED_PROGRAM_SUFFIX = ".pt2"
 ZOO_DIR = Path(__file__).resolve().parent
@@ -57,7 +62,7 @@ class _Entry:
 
 
 _models: dict[str, _Entry] = {}
-_zoo_variants: dict[str, set[str]] = {}  # zoo -> derived names, e.g. "<name>.unfused"
+_zoo_variants: dict[str, set[str]] = {}  # zoo -> derived names, e.g. "<name>.unfused", "<name>.int8"
 _families: dict[str, Callable[[str], ModelSpec]] = {}
 _family_checks: dict[str, Callable[[str], None]] = {}
 _family_catalogs: dict[str, Callable[[], list[str]]] = {}
@@ -93,7 +98,7 @@ def register_family(prefix: str, check: Callable[[str], None] | None = None,
 
 
 def add_to_zoo(zoo: str, *names: str) -> None:
-    """Put derived names (``<name>.unfused``, ``timm:<name>``) in a zoo."""
+    """Put derived names (``<name>.unfused``, ``<name>.int8``, ``timm:<name>``) in a zoo."""
     _zoo_variants.setdefault(zoo, set()).update(names)
     if zoo != "full":
         add_to_zoo("full", *names)
@@ -131,7 +136,8 @@ def _unknown(name: str) -> UnknownNameError:
     families = ", ".join(f"{prefix}:<name>" for prefix in sorted(_families))
     return UnknownNameError(
         "model", name, list_models(),
-        f" (also {families}, <name>{UNFUSED_SUFFIX}, package.module:factory, file.py:factory, a .pt2 file)",
+        f" (also {families}, <name>{UNFUSED_SUFFIX}, <name>{INT8_SUFFIX}, package.module:factory, file.py:factory,"
+        " a .pt2 file)",
     )
 
 
@@ -153,14 +159,31 @@ def _factory_digest(factory) -> str:
     return _digest_files([source]) if source else _zoo_digest()
 
 
+def _in_eval_mode(module: torch.nn.Module) -> torch.nn.Module:
+    """``module`` switched to eval mode. An exported graph (torch.export's ``.module()``, a
+    ``convert_pt2e`` result) refuses ``.eval()``; torchao switches its dropout and batch norm
+    in the graph instead."""
+    try:
+        module.eval()
+    except NotImplementedError:
+        from torchao.quantization.pt2e import move_exported_model_to_eval
+
+        move_exported_model_to_eval(module)
+    return module
+
+
 def _from_factory(name: str, factory) -> ModelSpec:
-    """A user's factory called: it returns a ModelSpec or ``(module, example_inputs)``."""
+    """A user's factory called: it returns a ModelSpec or ``(module, example_inputs)``, the
+    module possibly exported or quantized already, or an ExportedProgram (measured as it is)."""
     made = factory()
     if isinstance(made, ModelSpec):
         return made
-    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+    if isinstance(made, tuple) and len(made) == 2:
         inputs = made[1] if isinstance(made[1], tuple) else (made[1],)
-        return ModelSpec(name, made[0].eval(), inputs)
+        if isinstance(made[0], torch.export.ExportedProgram):
+            return ModelSpec(name, made[0].module(), inputs, exported=made[0])
+        if isinstance(made[0], torch.nn.Module):
+            return ModelSpec(name, _in_eval_mode(made[0]), inputs)
     raise InvalidModelError(f"model factory '{name}' returned {type(made).__name__}; "
                             "return (module, example_inputs) or a models.ModelSpec")
 
@@ -189,7 +212,7 @@ def _user_factory(base: str, load: Callable) -> _Source:
 
 
 def _resolve(base: str) -> _Source:
-    """Where the model ``base`` (no ``.unfused`` suffix) comes from."""
+    """Where the model ``base`` (no variant suffix) comes from."""
     if base in _models:
         return _Source(_models[base].factory, _zoo_digest)
     if base.endswith(SAVED_PROGRAM_SUFFIX):
@@ -212,36 +235,72 @@ def _resolve(base: str) -> _Source:
     raise _unknown(base)
 
 
-def _split_unfused(name: str) -> tuple[str, bool]:
-    if name.endswith(UNFUSED_SUFFIX):
-        return name[: -len(UNFUSED_SUFFIX)], True
-    return name, False
+@dataclass(frozen=True)
+class _Variants:
+    base: str
+    unfused: bool
+    int8: bool
+
+    @property
+    def suffix(self) -> str:
+        return (UNFUSED_SUFFIX if self.unfused else "") + (INT8_SUFFIX if self.int8 else "")
+
+
+def _split_variants(name: str) -> _Variants:
+    """``<base>[.unfused][.int8]`` -> its base and variants."""
+    int8 = name.endswith(INT8_SUFFIX)
+    name = name.removesuffix(INT8_SUFFIX)
+    unfused = name.endswith(UNFUSED_SUFFIX)
+    return _Variants(name.removesuffix(UNFUSED_SUFFIX), unfused, int8)
+
+
+def _unfused(spec: ModelSpec, base: str) -> None:
+    if spec.exported is not None:
+        raise InvalidModelError(f"'{base}' is an exported program; its attention cannot be unfused")
+    if _unfuse_attention(spec.module) == 0:
+        raise InvalidModelError(f"'{base}' has no fused attention to unfuse")
+
+
+def _quantized(spec: ModelSpec, base: str) -> None:
+    """Quantize in place; a saved program is quantized from its module and exported again."""
+    module = spec.exported.module() if spec.exported is not None else spec.module
+    if quantization.is_quantized(module):
+        raise InvalidModelError(f"'{base}' is quantized already; name it without {INT8_SUFFIX}")
+    spec.module, spec.exported = quantization.quantize_int8(module, spec.example_inputs), None
+
+
+def _variant_digest(variants: _Variants, base_digest: str) -> str:
+    """The base's digest, and for .int8 the quantization code's, so changing either re-measures."""
+    if not variants.int8:
+        return base_digest
+    quantization_digest = _digest_files([inspect.getsourcefile(quantization)])
+    return hashlib.sha256(f"{base_digest}:{quantization_digest}".encode()).hexdigest()[:16]
 
 
 def create(name: str) -> ModelSpec:
     """Build the model registered (or resolvable) as ``name``."""
-    base, unfused = _split_unfused(name)
-    source = _resolve(base)
+    variants = _split_variants(name)
+    source = _resolve(variants.base)
     spec = source.build()
-    spec.source_digest = spec.source_digest or source.digest()
-    if unfused:
-        if spec.exported is not None:
-            raise InvalidModelError(f"'{base}' is a saved program; its attention cannot be unfused")
-        if _unfuse_attention(spec.module) == 0:
-            raise InvalidModelError(f"'{base}' has no fused attention to unfuse")
+    spec.source_digest = _variant_digest(variants, spec.source_digest or source.digest())
+    if variants.unfused:
+        _unfused(spec, variants.base)
+    if variants.int8:
+        _quantized(spec, variants.base)
     spec.name = name
     return spec
 
 
 def source_digest(name: str) -> str:
     """The digest of what defines ``name`` (the zoo's files, a user factory's file, a saved
-    program's bytes), without building the model."""
-    return _resolve(_split_unfused(name)[0]).digest()
+    program's bytes; the quantization code for .int8), without building the model."""
+    variants = _split_variants(name)
+    return _variant_digest(variants, _resolve(variants.base).digest())
 
 
 def check_model_name(name: str) -> None:
     """Raise a UsageError for a name ``create`` could not resolve, without building it."""
-    _resolve(_split_unfused(name)[0])
+    _resolve(_split_variants(name).base)
 
 
 def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str]:
@@ -259,15 +318,15 @@ def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str
 
 
 def _expand(pattern: str) -> list[str]:
-    """The names a glob selects: ``<family>:<glob>`` from the family's catalog (a trailing
-    ``.unfused`` kept), else from the registered models."""
-    base, unfused = _split_unfused(pattern)
-    prefix, separator, argument = base.partition(":")
+    """The names a glob selects: ``<family>:<glob>`` from the family's catalog (trailing
+    variant suffixes kept), else from the registered models."""
+    variants = _split_variants(pattern)
+    prefix, separator, argument = variants.base.partition(":")
     if separator and prefix in _family_catalogs:
         names = [f"{prefix}:{a}" for a in fnmatch.filter(_family_catalogs[prefix](), argument)]
     else:
-        names = list_models(base)
+        names = list_models(variants.base)
     if not names:
         raise UsageError(f"no model matches {pattern!r}; see `layoutbench list models` "
                          f"or `layoutbench list models --zoo {prefix if separator else 'full'}`")
-    return sorted(n + UNFUSED_SUFFIX if unfused else n for n in names)
+    return sorted(n + variants.suffix for n in names)

@@ -4,7 +4,8 @@ A representation is a (storage type, memory layout) pair; ExecuTorch 1.5.1 calls
 representations "synced" when they share packed-dim info (packed dim and block size).
 Textures pack four elements along the packed dim, so a tensor's bytes depend on its
 representation. Float tensors never take the ``PACKED_INT8_*`` layouts, although the
-OpRepSets of layout-agnostic ops offer them to every tensor.
+OpRepSets of layout-agnostic ops offer them to every tensor; an int8 tensor in one is padded
+along its packed dims and stored four elements to an int32.
 """
 
 import functools
@@ -23,9 +24,36 @@ DEFAULT_REPR: Repr = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACK
 ELEMENTS_PER_TEXEL = 4  # an RGBA texel holds four elements along the packed dim
 QUANTIZED_DTYPES = (torch.int8, torch.uint8)
 
+# How the ET-VK runtime pads a tensor in a PACKED_INT8 layout (runtime/api/containers/
+# Tensor.cpp, calculate_packed_dim_info and calculate_padded_sizes): per padded dim, its
+# WHCN index and its alignment in a buffer and in a texture. PACKED_INT8_CONV2D is sized as
+# 4W4C, as ExecuTorch's own required_image_extents does.
+_WIDTH, _HEIGHT, _CHANNELS = 0, 1, 2
+_PACKED_INT8_PADDING = {
+    VkMemoryLayout.PACKED_INT8_4W: ((_WIDTH, 4, 16),),
+    VkMemoryLayout.PACKED_INT8_4W4C: ((_CHANNELS, 4, 4), (_WIDTH, 4, 4)),
+    VkMemoryLayout.PACKED_INT8_4H4W: ((_WIDTH, 4, 4), (_HEIGHT, 4, 4)),
+    VkMemoryLayout.PACKED_INT8_4C1W: ((_CHANNELS, 4, 16),),
+    VkMemoryLayout.PACKED_INT8_CONV2D: ((_CHANNELS, 4, 4), (_WIDTH, 4, 4)),
+}
+
+
+def _packed_int8_bytes(dims, storage: VkStorageType, layout: VkMemoryLayout) -> int:
+    """One byte an element of the padded sizes: the runtime unsqueezes to a multiple of four
+    dims, then aligns the packed dims."""
+    ndim = max(4, -(-len(dims) // 4) * 4)
+    padded = [1] * (ndim - len(dims)) + list(dims)
+    for whcn_dim, buffer_align, texture_align in _PACKED_INT8_PADDING[layout]:
+        align = buffer_align if storage == VkStorageType.BUFFER else texture_align
+        padded[-1 - whcn_dim] = -(-padded[-1 - whcn_dim] // align) * align
+    return math.prod(padded)
+
 
 def tensor_bytes(dims, element_bytes: int, storage: VkStorageType, layout: VkMemoryLayout) -> int:
-    """Bytes of a tensor in a representation; textures round the packed dim up to 4."""
+    """Bytes of a tensor in a representation; textures round the packed dim up to 4, the
+    PACKED_INT8 layouts their packed dims up to their blocks."""
+    if layout in _PACKED_INT8_PADDING:
+        return _packed_int8_bytes(dims, storage, layout)
     if storage == VkStorageType.BUFFER:
         return math.prod(dims) * element_bytes
     extents = vk_utils.required_image_extents(torch.Size(dims), layout)

@@ -30,19 +30,19 @@ NAMES = [f"{storage}/{layout}" for storage in ("TEXTURE_3D", "BUFFER")
 COMPARED = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed", "ilp", "ilp-bytes")
 
 
-def random_table(operators, seed: int) -> CostTable:
-    """A table pricing every operator in every pair of representations, at random."""
+def random_table(operators, seed: int, names=tuple(NAMES)) -> CostTable:
+    """A table pricing every operator in every pair of representations (``names``), at random."""
     rng = random.Random(seed)
     return CostTable(
         "synthetic",
         operators={(op, a, b): LinearCost(rng.uniform(0, 0.01), rng.uniform(0, 2))
-                   for op in sorted(operators) for a in ["", *NAMES] for b in NAMES},
+                   for op in sorted(operators) for a in ["", *names] for b in names},
         transitions={(a, b): LinearCost(rng.uniform(0, 0.01), rng.uniform(0, 0.5))
-                     for a in NAMES for b in NAMES if a != b},
+                     for a in names for b in names if a != b},
     )
 
 
-def _operators(problems) -> set:
+def operators_of(problems) -> set:
     return {info.operator for problem in problems for info in problem.operators.values()}
 
 
@@ -62,7 +62,7 @@ def table_file(tmp_path, monkeypatch):
 def test_ilp_time_equals_exhaustive_search_under_random_tables():
     for seed, name in enumerate(RANDOM_GRAPHS):
         for problem in partition_problems(pipeline(name).vulkan_lowering.programs):
-            table = random_table(_operators([problem]), seed)
+            table = random_table(operators_of([problem]), seed)
             solution = solve(problem, "time", table=table)
             assert solution.optimal, name
             assert solution.cost == pytest.approx(exhaustive.optimum(problem, "time", table), abs=1e-6), name
@@ -72,7 +72,7 @@ def test_ilp_time_equals_exhaustive_search_under_random_tables():
 @pytest.mark.parametrize("model", ["synthetic_small", "synthetic:40:3"])
 def test_ilp_time_is_never_above_another_strategy_and_records_what_it_predicts(model, table_file):
     lowering = pipeline(model).vulkan_lowering
-    table = random_table(_operators(partition_problems(lowering.programs)), 7)
+    table = random_table(operators_of(partition_problems(lowering.programs)), 7)
     table_file(table)
     predicted = {}
     for name in (*COMPARED, "ilp-time"):
@@ -100,7 +100,7 @@ def test_without_a_table_ilp_time_is_skipped_saying_how_to_get_one(tmp_path, mon
 
 
 def test_the_table_is_part_of_the_identity(tmp_path, table_file):
-    operators = _operators(partition_problems(pipeline("synthetic_small").vulkan_lowering.programs))
+    operators = operators_of(partition_problems(pipeline("synthetic_small").vulkan_lowering.programs))
     store = RecordStore(tmp_path)
     table_file(random_table(operators, 1))
     first = run_sweep(["synthetic_small"], ["ilp-time"], "vulkan", store, execution=Execution(workers=0))

@@ -31,3 +31,18 @@ def wide_linear():
     the worker's resident memory."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4096, 4096), nn.ReLU()), (torch.randn(1, 4096),)
+
+
+def quantized_tiny_convnet():
+    """A user's factory returning a module quantized already (PT2E, convert_pt2e): it refuses
+    ``.eval()`` like every exported graph."""
+    from models.quantization import quantize_int8
+
+    module, inputs = tiny_convnet()
+    return quantize_int8(module.eval(), inputs), inputs
+
+
+def exported_tiny_convnet():
+    """A user's factory returning torch.export's module of its model (it refuses ``.eval()``)."""
+    module, inputs = tiny_convnet()
+    return torch.export.export(module.eval(), inputs).module(), inputs

@@ -1,6 +1,7 @@
 """Strategies a user might write outside the package, used to test the plug-in paths."""
 
 import executorch.backends.vulkan.utils as vk_utils
+import torch
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkMemoryLayout,
@@ -28,6 +29,20 @@ class IgnoresOperatorRules(TagMemoryMetaPass):
             vk_utils.set_node_repr(
                 op_node,
                 vk_utils.TensorRepr(VkStorageType.BUFFER, VkMemoryLayout.TENSOR_HEIGHT_PACKED),
+            )
+
+
+class Int8AsWidthPacked(TagMemoryMetaPass):
+    """Deliberately invalid: tags every int8 op output as a width-packed buffer, a layout the
+    dtype allows but the int8 operators (q8ta_*) do not."""
+
+    def set_op_node_tensor_reprs(self, graph_module, op_node, transition_cache=None):
+        super().set_op_node_tensor_reprs(graph_module, op_node, transition_cache)
+        if (self.is_valid_op_node(op_node) and vk_utils.is_single_tensor_node(op_node)
+                and op_node.meta["val"].dtype == torch.int8):
+            vk_utils.set_node_repr(
+                op_node,
+                vk_utils.TensorRepr(VkStorageType.BUFFER, VkMemoryLayout.TENSOR_WIDTH_PACKED),
             )
 
 

@@ -18,7 +18,8 @@ IDENTITY_KEYS = ("model", "strategy", "target")
 STATUSES = ("ok", "skipped", "failed")
 # Record fields that describe a record rather than measure it.
 CONTEXT_KEYS = (
-    *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "runtime", "run_note",
+    *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "precision", "runtime",
+    "run_note",
     "identity", "model_digest", "strategy_digest", "harness_digest", "environment", "latency_source",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",
@@ -54,6 +55,9 @@ METRICS = {m.name: m for m in (
            report=True),
     Metric("transition_bytes", "bytes", "Bytes written by transitions", gate="5%", heading="trans. bytes",
            chart=True, report=True),
+    # Part of transitions and transition_bytes, which the gate already holds.
+    Metric("int8_transitions", "count", "Transitions of int8 tensors (of all transitions)"),
+    Metric("int8_transition_bytes", "bytes", "Bytes written by int8 transitions"),
     Metric("delegate_memory_bytes", "bytes", "Delegate memory", gate="5%", heading="delegate mem", chart=True,
            report=True),
     Metric("transition_memory_bytes", "bytes", "Delegate memory that transitions add"),

@@ -19,10 +19,10 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
 from executorch.exir.dialects._ops import ops as exir_ops
 
 from harness.targets.edge_programs import cpu_ops
-from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.gpu_costs import CostTable
 from strategies.layout_problem import extract, read_assignment
-from strategies.representations import first_repr, repr_name, tensor_bytes
+from strategies.representations import QUANTIZED_DTYPES, first_repr, node_values, repr_name, tensor_bytes
 
 _VK_DTYPE_BYTES = {
     VkDataType.BOOL: 1,
@@ -49,6 +49,27 @@ class Transition:
     shape: tuple[int, ...]
     dtype: str
     bytes: int
+
+    @property
+    def quantized(self) -> bool:
+        """A transition of an int8 tensor, not a float clone."""
+        return self.dtype in {str(d).removeprefix("torch.") for d in QUANTIZED_DTYPES}
+
+
+def precision(lowering: VulkanLowering) -> str:
+    """``int8`` for a program that computes on int8 tensors (a quantized model), else the
+    dtype of its first floating-point input (``float32`` for the zoo's models)."""
+    programs = [lowering.edge_manager.exported_program(), *lowering.programs]
+    for program in programs:
+        for node in program.graph.nodes:
+            if node.op == "call_function" and "val" in node.meta and any(
+                isinstance(v, torch.Tensor) and v.dtype in QUANTIZED_DTYPES for v in node_values(node)
+            ):
+                return "int8"
+    inputs = [node.meta["val"] for node in programs[0].graph.nodes
+              if node.op == "placeholder" and node.name in programs[0].graph_signature.user_inputs]
+    return next((str(v.dtype).removeprefix("torch.") for v in inputs
+                 if isinstance(v, torch.Tensor) and v.is_floating_point()), "float32")
 
 
 def is_transition(node: torch.fx.Node, prefix_node_names: frozenset) -> bool:

@@ -172,8 +172,9 @@ def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
 
 
 def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
-                workdir: Path, nodes: dict | None = None) -> dict:
-    """Run ``pte`` and compare with ``eager`` on ``inputs``; the record fields of one run.
+                workdir: Path, nodes: dict | None = None, precision: str = "float32") -> dict:
+    """Run ``pte`` and compare with ``eager`` on ``inputs`` (within the tolerance of the
+    program's ``precision``); the record fields of one run.
     An ETDump, where the runtime wrote one, is kept as ``<pte>.etdump``: the latency is read
     from it, and with ``nodes``, the program's node map (``dispatches.node_map``), GPU time
     is attributed by node."""
@@ -190,7 +191,7 @@ def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
         "iterations": settings.iterations,
         "peak_rss_bytes": result.peak_rss_bytes,
         "max_abs_error": error,
-        "error_tolerance": tolerance(reference),
+        "error_tolerance": tolerance(reference, precision),
         "gpu_dispatch_ms": None,
         "transition_gpu_ms": None,
         "transition_time_share": None,

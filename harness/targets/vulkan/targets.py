@@ -29,10 +29,14 @@ def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -
     pte = lowered.to_pte()
     serialize_seconds = time.perf_counter() - start
     found = metrics.transitions(lowered)
+    int8_found = [t for t in found if t.quantized]
     memory = metrics.delegate_memory(lowered)
     fields.update({
+        "precision": metrics.precision(lowering),
         "transitions": len(found),
         "transition_bytes": sum(t.bytes for t in found),
+        "int8_transitions": len(int8_found),
+        "int8_transition_bytes": sum(t.bytes for t in int8_found),
         "delegate_memory_bytes": memory.total_bytes,
         "transition_memory_bytes": memory.transition_bytes,
         "partitions": len(lowered.partitions),
@@ -85,9 +89,10 @@ class Vulkan(Target):
 
     tools = ("torch", "executorch", "timm", "highspy")
 
-    metrics = ("transitions", "transition_bytes", "delegate_memory_bytes", "transition_memory_bytes", "partitions",
-               "delegate_ops", "ops_outside_delegate", "own_clones", "pte_bytes", "pass_seconds", "finish_seconds",
-               "serialize_seconds", "prefix_seconds", "optimal", "predicted_gpu_ms", "predicted_unpriced_nodes")
+    metrics = ("transitions", "transition_bytes", "int8_transitions", "int8_transition_bytes", "delegate_memory_bytes",
+               "transition_memory_bytes", "partitions", "delegate_ops", "ops_outside_delegate", "own_clones",
+               "pte_bytes", "pass_seconds", "finish_seconds", "serialize_seconds", "prefix_seconds", "optimal",
+               "predicted_gpu_ms", "predicted_unpriced_nodes")
 
     def environment(self, context: MeasureContext) -> dict:
         """The cost table too, where one is in force: it prices ``predicted_gpu_ms`` and
@@ -145,6 +150,9 @@ class VulkanRun(Vulkan):
         path = write_program(program_path(context.results_dir, model.name, strategy), lowered, pte,
                              exported.example_inputs[0])
         with tempfile.TemporaryDirectory() as workdir:
+            # exported.module() of an .int8 model is the quantized module: the reference an
+            # int8 program is held to.
             fields.update(measure_run(self.runtime, path, exported.module(), exported.example_inputs[0],
-                                      context.run_settings, Path(workdir), read_node_map(path)))
+                                      context.run_settings, Path(workdir), read_node_map(path),
+                                      fields["precision"]))
         fields["prediction_error"] = prediction_error(fields)
