@@ -1,5 +1,5 @@
 """``bfs-refined``: ExecuTorch 1.5.1's pass, then a local search that only ever removes clones
-(see the README's strategies section for the numbers)."""
+(docs/catalog.md: how it searches, and the numbers)."""
 
 import time
 from collections import Counter

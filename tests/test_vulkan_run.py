@@ -26,7 +26,8 @@ from harness.pipeline.model import PREFIXES, pipeline, prefix_key
 
 from .fake_executor_runner import WITHOUT_EVENT_TRACER
 from .test_dispatches import inspector_times
-from .user_strategies import pass_times
+from .sweep_events import SweepEvents
+from .user_strategies import waiting_for_a_cache_read
 
 SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
 
@@ -244,18 +245,26 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
 
 def test_no_worker_loads_early_beside_a_timed_run(tmp_path, monkeypatch, stand_in_runner):
     """vulkan-run times programs: the next model's worker reads nothing (not even a cached
-    prefix) until the model before it has finished."""
-    log = tmp_path / "passes.log"
-    monkeypatch.setenv("USER_STRATEGY_LOG", str(log))
+    prefix) until the model before it has finished: the first measurement waits 5 s for a
+    read that does not come, and when the sweep has the first model's record the next
+    model's prefix is still unread."""
     models = ["synthetic_small", "synthetic:12"]
     for model in models:
         pipeline(model).vulkan_lowering  # in the cache
+    entry = PREFIXES.path(prefix_key(models[1]))
+    log = waiting_for_a_cache_read(monkeypatch, tmp_path, entry, wait_seconds=5)
+    unread = entry.stat().st_mtime
+    read_by_first_record = []
+    events = SweepEvents(on_record=lambda record: read_by_first_record.append(entry.stat().st_mtime != unread))
     results = tmp_path / "results"
-    run_sweep(models, ["tests.user_strategies:LogsItsPass"], "vulkan-run", RecordStore(results),
-              context=MeasureContext(results, et_runner=str(stand_in_runner), run_settings=SETTINGS),
-              execution=Execution(workers=1))
-    (_, first_end), _ = pass_times(log)
-    assert PREFIXES.path(prefix_key(models[1])).stat().st_mtime > first_end  # reading an entry marks it used
+    sweep = run_sweep(models, ["tests.user_strategies:WaitsForACacheRead"], "vulkan-run", RecordStore(results), events,
+                      context=MeasureContext(results, et_runner=str(stand_in_runner), run_settings=SETTINGS),
+                      execution=Execution(workers=1))
+    assert [r["model"] for r in sweep.records] == models, [r["reason"] for r in sweep.records]
+    assert log.read_text() == "unread\n"
+    assert read_by_first_record[0] is False
+    first_done = events.index(("record", models[0], "tests.user_strategies:WaitsForACacheRead"))
+    assert events.index(("stage", f"{models[1]}: building the model")) > first_done
 
 
 def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):

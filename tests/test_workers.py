@@ -1,9 +1,11 @@
 """Each model is measured in a worker process: a crash, a kill or a limit there fails the
 measurement it hit, names the signal or the limit, and the sweep goes on."""
 
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -15,10 +17,12 @@ from harness.pipeline.sweep import run_sweep
 from harness.pipeline.workers import Execution, JobTracker, crash_site, crashed
 from harness.results.store import RecordStore
 
-from .user_strategies import pass_times
+from .sweep_events import SweepEvents
+from .user_strategies import waiting_for_a_cache_read
 
 ABORTS = "tests.user_strategies:Aborts"
 HANGS = "tests.user_strategies:Hangs"
+WAITS = "tests.user_strategies:WaitsForACacheRead"
 MODELS = ["synthetic_small", "synthetic:12"]
 
 
@@ -80,17 +84,18 @@ def test_an_asv_set_up_sweep_survives_an_abort(monkeypatch):
 
 def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures(tmp_path, monkeypatch):
     """--workers 1: the next model's prefix is read from the cache while the model before
-    it measures, and its own measurement waits for its turn."""
-    log = tmp_path / "passes.log"
-    monkeypatch.setenv("USER_STRATEGY_LOG", str(log))
+    it measures (that measurement waits until it is), and its own measurement waits for its
+    turn (the sweep hears it build its model only after the model before has its record)."""
     for model in MODELS:
         pipeline(model).vulkan_lowering  # in the cache
-    run_sweep(MODELS, ["tests.user_strategies:LogsItsPass"], "vulkan", RecordStore(tmp_path), fresh=True,
-              execution=Execution(workers=1))
-    (_, first_end), (second_start, _) = pass_times(log)
-    read = PREFIXES.path(prefix_key(MODELS[1])).stat().st_mtime  # reading an entry marks it used
-    assert read < first_end, "loaded early"
-    assert second_start >= first_end, "measured in its turn"
+    log = waiting_for_a_cache_read(monkeypatch, tmp_path, PREFIXES.path(prefix_key(MODELS[1])), wait_seconds=600)
+    events = SweepEvents()
+    sweep = run_sweep(MODELS, [WAITS], "vulkan", RecordStore(tmp_path), events, fresh=True,
+                      execution=Execution(workers=1))
+    assert [r["status"] for r in sweep.records] == ["ok", "ok"]
+    assert log.read_text() == "read\n", "loaded early"
+    first_done = events.index(("record", MODELS[0], WAITS))
+    assert events.index(("stage", f"{MODELS[1]}: building the model")) > first_done, "measured in its turn"
 
 
 def test_each_record_has_its_workers_peak_memory_and_a_strategy_frees_what_it_held(tmp_path):
@@ -145,15 +150,43 @@ def test_isolated_and_in_process_sweeps_agree(tmp_path, workers):
         ("bfs-downstream", "ok", 9), ("all-width-packed", "ok", isolated[1]["transitions"])]
 
 
+def _lines_of(stream) -> queue.Queue:
+    """The lines of ``stream`` as they come (None at its end), read by a thread of their own."""
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _wait_for_line(lines: queue.Queue, text: str, timeout: float) -> bool:
+    """Whether a line holding ``text`` comes within ``timeout`` seconds, before the stream ends."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            return False
+        if line is None:
+            return False
+        if text in line:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     command = [sys.executable, "-m", "harness.cli", "run", "--models", "synthetic_small", "--strategies",
                f"bfs-downstream,{HANGS}", "--workers", "1", "--out", str(tmp_path)]
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = _lines_of(sweep.stderr)
     store = RecordStore(tmp_path)
-    deadline = time.monotonic() + 300
-    while not store.read() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    # the progress line of the first record (the hanging strategy's measurement has begun or follows)
+    assert _wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
     assert [r["status"] for r in store.read()] == ["ok"]
     workers = psutil.Process(sweep.pid).children(recursive=True)
     assert workers
@@ -161,7 +194,7 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     sweep.wait(timeout=60)
     if kill == signal.SIGTERM:
         assert sweep.returncode == 130
-        assert "interrupted; finished records are kept" in sweep.stderr.read()
+        assert _wait_for_line(stderr, "interrupted; finished records are kept", timeout=60)
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive
     assert len(store.read()) == 1

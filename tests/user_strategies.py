@@ -1,5 +1,9 @@
 """Strategies a user might write outside the package, used to test the plug-in paths."""
 
+import os
+import time
+from pathlib import Path
+
 import executorch.backends.vulkan.utils as vk_utils
 import torch
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -103,23 +107,35 @@ class HoldsMemory(TagMemoryMetaPass):
             time.sleep(1)
 
 
-class LogsItsPass(TagMemoryMetaPass):
-    """The pinned pass after a second's pause, appending when it ran (wall-clock start and
-    end) to the file $USER_STRATEGY_LOG names: it shows which passes ran at once (see
-    :func:`pass_times`)."""
+class WaitsForACacheRead(TagMemoryMetaPass):
+    """The pinned pass, the first time it runs in a sweep waiting until the cache entry
+    $USER_STRATEGY_ENTRY has been read (the cache marks a read entry used by setting its
+    modification time, which the test set to $USER_STRATEGY_ENTRY_MTIME) or
+    $USER_STRATEGY_WAIT_SECONDS have passed; it appends ``read`` or ``unread`` to
+    $USER_STRATEGY_LOG. So a test learns whether another worker read its model's entry while
+    this measurement was under way, however slowly either process runs."""
 
     def call(self, graph_module):
         import os
         import time
 
-        start = time.time()
-        time.sleep(1)
-        result = super().call(graph_module)
-        with open(os.environ["USER_STRATEGY_LOG"], "a") as log:
-            log.write(f"{start} {time.time()}\n")
-        return result
+        log, entry = os.environ["USER_STRATEGY_LOG"], os.environ["USER_STRATEGY_ENTRY"]
+        if not os.path.exists(log):  # the sweep's first pass
+            unread = float(os.environ["USER_STRATEGY_ENTRY_MTIME"])
+            deadline = time.monotonic() + float(os.environ["USER_STRATEGY_WAIT_SECONDS"])
+            while os.stat(entry).st_mtime == unread and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with open(log, "a") as out:
+                out.write("unread\n" if os.stat(entry).st_mtime == unread else "read\n")
+        return super().call(graph_module)
 
 
-def pass_times(log) -> list[tuple[float, float]]:
-    """(start, end) of each pass :class:`LogsItsPass` logged, in the order they started."""
-    return sorted(tuple(map(float, line.split())) for line in open(log).read().splitlines() if line)
+def waiting_for_a_cache_read(monkeypatch, tmp_path, entry, wait_seconds: float) -> Path:
+    """Set up :class:`WaitsForACacheRead` to wait for ``entry`` (whose
+    modification time is set a day back, so a read shows); returns its log."""
+    unread = int(time.time()) - 86400
+    os.utime(entry, (unread, unread))
+    log = tmp_path / "reads.log"
+    for name, value in [("LOG", log), ("ENTRY", entry), ("ENTRY_MTIME", unread), ("WAIT_SECONDS", wait_seconds)]:
+        monkeypatch.setenv(f"USER_STRATEGY_{name}", str(value))
+    return log

@@ -3,7 +3,7 @@
 Both directories are written by ``layoutbench run``. Every (model, strategy, target)
 the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric may grow
 past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
-(``transition_bytes=5%``). Every metric is lower-is-better except those in
+(``transition_bytes=5%``). Every metric is lower-is-better except those
 the schema calls higher-is-better (inferences per second), where a drop is what is limited.
 A metric the schema gates only where records say how it was measured (latency: timed by
 the runtime's events, ``latency_source``) is compared only where both records say so.

@@ -1,5 +1,5 @@
 """What a sweep over many models found, in a few tables (the report's summary, and the
-figures README quotes for the timm catalog).
+figures docs/catalog.md quotes for the timm catalog).
 
 How far each model got is read from what its records hold: ``input_shapes`` once it was
 built, ``export_seconds`` once exported, ``partitions`` once lowered. Strategies are
