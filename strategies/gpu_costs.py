@@ -7,7 +7,11 @@ A cost table (JSON, written by ``layoutbench calibrate``) prices, in millisecond
   node is the same node in every program of one model;
 - an *operator* elsewhere: (operator, input, output) as a fixed cost plus a cost per output
   element, fitted over every measured node of that operator in those representations;
-  failing that, the operator over all representations (``pooled``);
+  failing that, the operator over all representations (``pooled``). A node measured in
+  some pairs but not this one is priced no lower than the slowest pair measured on it: the
+  estimate ignores the node's shape (a softmax along its packed dim runs several times
+  slower than one of the same size across it), and an optimiser would take the estimate's
+  optimism for a saving, so unmeasured pairs are assumed no better than what was seen;
 - a *transition* (the pass's clone) from one representation to another: a fixed cost plus a
   cost per byte of the tensor it copies.
 
@@ -68,6 +72,11 @@ class CostTable:
     pooled_transition: LinearCost | None = None
     digest: str = ""
 
+    def __post_init__(self):
+        self._slowest: dict = {}  # (graph, node) -> its slowest measured pair
+        for (graph, node, _, _), ms in self.nodes.items():
+            self._slowest[(graph, node)] = max(ms, self._slowest.get((graph, node), 0.0))
+
     def node_ms(self, graph: str, node: str, operator: str, input_name: str, output_name: str,
                 elements: int) -> float | None:
         """A node's time in those representations, or None where the table cannot price it."""
@@ -75,7 +84,9 @@ class CostTable:
         if measured is not None:
             return measured
         fitted = self.operators.get((operator, input_name, output_name)) or self.pooled.get(operator)
-        return None if fitted is None else fitted.ms(elements)
+        if fitted is None:
+            return None
+        return max(fitted.ms(elements), self._slowest.get((graph, node), 0.0))
 
     def transition_ms(self, source: str, target: str, size_bytes: int) -> float | None:
         fitted = self.transitions.get((source, target)) or self.pooled_transition

@@ -97,20 +97,28 @@ def write(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _fit(units: pd.Series, ms: pd.Series) -> LinearCost:
-    """ms = fixed + ns per unit, both non-negative; with one size only, all per unit (or
-    all fixed where the size is 0), so the cost scales to other sizes."""
+def _fit(units: pd.Series, ms: pd.Series, prior: LinearCost | None = None) -> LinearCost:
+    """ms = fixed + ns per unit, both non-negative. With one size only, the cost per unit is
+    the ``prior``'s (the operator's over all representations, or all transitions') and the
+    rest fixed, so a dispatch's fixed cost is not read as a cost per element; without a prior,
+    all per unit (or all fixed where the size is 0)."""
     units, ms = units.to_numpy(dtype=float), ms.to_numpy(dtype=float)
     if len(np.unique(units)) < 2:
-        size = float(units[0])
-        return LinearCost(0.0, float(np.median(ms)) / size * 1e6) if size else LinearCost(float(np.median(ms)), 0.0)
+        size, median = float(units[0]), float(np.median(ms))
+        if prior is not None:
+            per_unit = min(prior.ns_per_unit, median / size * 1e6) if size else 0.0
+            return LinearCost(median - per_unit * size * 1e-6, per_unit)
+        return LinearCost(0.0, median / size * 1e6) if size else LinearCost(median, 0.0)
     (fixed, per_unit), _ = nnls(np.column_stack([np.ones_like(units), units * 1e-6]), ms)
     return LinearCost(float(fixed), float(per_unit))
 
 
-def _fits(frame: pd.DataFrame, keys: list[str], units: str) -> dict:
-    return {key if len(keys) > 1 else key[0]: _fit(group[units], group["gpu_ms"])
-            for key, group in frame.groupby(keys, dropna=False)}
+def _fits(frame: pd.DataFrame, keys: list[str], units: str, prior=lambda key: None) -> dict:
+    fits = {}
+    for key, group in frame.groupby(keys, dropna=False):
+        key = key if len(keys) > 1 else key[0]
+        fits[key] = _fit(group[units], group["gpu_ms"], prior(key))
+    return fits
 
 
 def fit_cost_model(results_dirs: list[Path], strategies=None) -> CostTable:
@@ -130,13 +138,15 @@ def fit_cost_model(results_dirs: list[Path], strategies=None) -> CostTable:
     operators = per_node[~per_node["transition"]]
     transitions = per_node[per_node["transition"]]
     nodes = operators.groupby(["graph", "node", "input", "output"])["gpu_ms"].median()
+    pooled = _fits(operators, ["operator"], "elements")
+    pooled_transition = _fit(transitions["bytes"], transitions["gpu_ms"]) if len(transitions) else None
     return CostTable(
         device=devices[0],
         nodes={key: float(ms) for key, ms in nodes.items()},
-        operators=_fits(operators, ["operator", "input", "output"], "elements"),
-        pooled=_fits(operators, ["operator"], "elements"),
-        transitions=_fits(transitions, ["input", "output"], "bytes"),
-        pooled_transition=_fit(transitions["bytes"], transitions["gpu_ms"]) if len(transitions) else None,
+        operators=_fits(operators, ["operator", "input", "output"], "elements", lambda key: pooled[key[0]]),
+        pooled=pooled,
+        transitions=_fits(transitions, ["input", "output"], "bytes", lambda key: pooled_transition),
+        pooled_transition=pooled_transition,
     )
 
 
