@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the command line reads COSTS_ENV from here without importin
 COSTS_ENV = "LAYOUTBENCH_COSTS"
 FORMAT = "layoutbench-costs-1"
 NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
-            "`layoutbench calibrate` (docs/cost-table/ keeps one per device)")
+            "`layoutbench calibrate` (docs/cost-table/h100.json and lavapipe.json are two)")
 
 
 def pair_name(representation: "Repr") -> str:

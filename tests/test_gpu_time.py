@@ -172,8 +172,21 @@ def test_the_fit_recovers_fixed_and_per_element_costs(monkeypatch):
     assert table.node_ms("g", "relu1", "aten.relu.default", "TEXTURE_3D/WIDTH_PACKED", "TEXTURE_3D/WIDTH_PACKED",
                          4000) == pytest.approx(0.004)
     assert "staging" not in table.pooled
-    # Unmeasured representations of a measured operator: priced by the operator's pooled fit.
+    # Unmeasured representations of a measured operator: priced by the operator's pooled fit,
+    # and on a node measured in other pairs, no lower than its slowest measured one.
     assert table.node_ms("h", "x", "aten.relu.default", "BUFFER/WIDTH_PACKED", "BUFFER/WIDTH_PACKED",
                          2000) == pytest.approx(0.003)
+    assert table.node_ms("g", "relu1", "aten.relu.default", "BUFFER/WIDTH_PACKED", "BUFFER/WIDTH_PACKED",
+                         2000) == pytest.approx(0.004)
     assert table.node_ms("h", "x", "aten.gelu.default", "", "BUFFER/WIDTH_PACKED", 2000) is None
     assert CostTable.from_json(json.loads(json.dumps(table.to_json()))).to_json() == table.to_json()
+
+
+def test_a_fit_from_one_size_keeps_the_dispatch_s_fixed_cost():
+    """One transition of one size: its time is mostly the dispatch, not its bytes; the cost
+    per byte comes from all transitions, so a larger tensor is not priced by that ratio."""
+    prior = LinearCost(0.005, 0.001)
+    one_size = costs._fit(pd.Series([4096, 4096]), pd.Series([0.006, 0.006]), prior)
+    assert one_size.ns_per_unit == pytest.approx(0.001) and one_size.fixed_ms == pytest.approx(0.006 - 0.001 * 4096e-6)
+    assert one_size.ms(4096 * 1000) < 0.02
+    assert costs._fit(pd.Series([4096]), pd.Series([0.006])).fixed_ms == 0.0  # no prior: all per unit
