@@ -48,7 +48,7 @@ def test_every_metric_a_target_declares_is_in_the_schema():
         unknown = set(get_target(name).metrics) - set(METRICS)
         assert not unknown, f"{name} declares metrics the schema does not know: {unknown}"
     assert DEFAULT_THRESHOLDS == ("transitions=0,transition_bytes=5%,delegate_memory_bytes=5%,ops_outside_delegate=0,"
-                                  "latency_ms_median=5%,transposes=0,transpose_bytes=5%,cycles=5%")
+                                  "latency_ms_median=5%,predicted_gpu_ms=1%,transposes=0,transpose_bytes=5%,cycles=5%")
 
 
 def test_results_written_before_the_schema_change_load_report_and_gate(tmp_path):

@@ -53,12 +53,12 @@ METRICS = {m.name: m for m in (
     Metric("transitions", "count", "Transitions inserted", gate="0", heading="transitions", chart=True, report=True),
     Metric("excess_transitions", "count", "Transitions over the ILP optimum", heading="excess", chart=True,
            report=True),
-    Metric("transition_bytes", "bytes", "Bytes written by transitions", gate="5%", heading="trans. bytes",
+    Metric("transition_bytes", "bytes", "Bytes written by transitions", gate="5%", heading="moved",
            chart=True, report=True),
     # Part of transitions and transition_bytes, which the gate already holds.
     Metric("int8_transitions", "count", "Transitions of int8 tensors (of all transitions)"),
     Metric("int8_transition_bytes", "bytes", "Bytes written by int8 transitions"),
-    Metric("delegate_memory_bytes", "bytes", "Delegate memory", gate="5%", heading="delegate mem", chart=True,
+    Metric("delegate_memory_bytes", "bytes", "Delegate memory", gate="5%", heading="memory", chart=True,
            report=True),
     Metric("transition_memory_bytes", "bytes", "Delegate memory that transitions add"),
     Metric("partitions", "count", "Delegated partitions", better=None, heading="parts"),
@@ -111,7 +111,7 @@ METRICS = {m.name: m for m in (
     _timing("staging_gpu_ms", "GPU time of ET-VK's copies of inputs and outputs", unit="ms"),
     # predicted from a device's cost table (--costs): deterministic for one table and one program
     Metric("predicted_gpu_ms", "ms", "Predicted GPU time of one inference (cost table)", gate="1%",
-           heading="pred. gpu", chart=True, report=True),
+           heading="pred gpu", chart=True, report=True),
     Metric("predicted_unpriced_nodes", "count", "Nodes the cost table could not price"),
     _timing("prediction_error", "Predicted / measured GPU time of operators and transitions, less 1",
             unit="fraction", better=None),
