@@ -23,7 +23,8 @@ from executorch.exir.emit._emit_program import EmitterOutput
 from executorch.exir.schema import BackendDelegateDataReference, BackendDelegateInlineData, DataLocation
 from executorch.extension.flat_tensor.serialize.serialize import FlatTensorConfig, FlatTensorSerializer
 
-# The configuration to_executorch() uses when given none, as every .pte here is made.
+# The serialization settings of to_executorch() without a configuration, as every .pte here
+# is made. (Not handed to to_executorch(): its memory planning pass keeps state between runs.)
 CONFIG = ExecutorchBackendConfig()
 
 
@@ -40,7 +41,7 @@ class EmittedProgram:
         """``edge_manager`` (left as it is) to ExecuTorch; ``partition_of_payload`` maps a
         reference payload to the index of its partition."""
         # to_executorch() rewrites the edge program it is given.
-        manager = copy.deepcopy(edge_manager).to_executorch(CONFIG)
+        manager = copy.deepcopy(edge_manager).to_executorch()
         output = manager._emitter_output  # ExecuTorch 1.5.1 keeps it only here
         partitions = [partition_of_payload(entry.data) for entry in output.program.backend_delegate_data]
         return cls(output, partitions)
