@@ -6,8 +6,9 @@ a cold lowering-prefix cache and once warm, both halves in one run.
 Both halves start from the same warm export cache (copied from the user's), so the
 difference is the lowering prefix. From the records' own timing fields it reports how much
 of each run's wall time is the strategies' own work (their layout pass and the rest of
-preprocess, ``finish_seconds``, and serialization, ``serialize_seconds``) and how much is
-outside it; a run skipped without ``--benchmark-enable``, as every benchmark here.
+preprocess, ``finish_seconds``) and how much is outside it (serialization of the .pte,
+``serialize_seconds``, among the rest: reported on its own); a run skipped without
+``--benchmark-enable``, as every benchmark here.
 """
 
 import json
@@ -35,9 +36,11 @@ def _sweep(out: Path, cache: Path) -> dict:
     wall = time.perf_counter() - start
     assert result.returncode == 0, result.stderr
     records = json.loads(result.stdout)
-    own = sum(r["finish_seconds"] + r["serialize_seconds"] for r in records)
+    measured = [r for r in records if r["status"] == "ok"]
+    own = sum(r["finish_seconds"] for r in measured)
     loads = {r["model"]: r.get("prefix_load_seconds") or 0 for r in records}  # once per model
-    return {"wall_seconds": wall, "own_seconds": own, "outside_share": 1 - own / wall,
+    return {"wall_seconds": wall, "own_seconds": own, "wall_over_own": wall / own, "outside_share": 1 - own / wall,
+            "serialize_seconds": sum(r["serialize_seconds"] for r in measured),
             "prefix_load_seconds": sum(loads.values()), "records": records}
 
 
@@ -56,4 +59,4 @@ def test_quick_zoo_with_a_cold_and_a_warm_prefix_cache(benchmark, tmp_path):
     print(json.dumps(summary, indent=1))
     same = ("transitions", "transition_bytes", "delegate_memory_bytes", "pte_bytes")
     assert [[r[m] for m in same] for r in cold["records"]] == [[r[m] for m in same] for r in warm["records"]]
-    assert warm["outside_share"] < 0.15, summary
+    assert warm["wall_over_own"] <= 1.5, summary

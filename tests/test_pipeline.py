@@ -12,7 +12,10 @@ import strategies
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.lowering import lowered_modules, payload_digest
 
+from strategies.ilp import partition_problems
+
 from .conftest import QUICK_ZOO
+from .test_gpu_time import _operators, random_table, table_file  # noqa: F401 (table_file: a fixture)
 from harness.pipeline.model import pipeline
 
 
@@ -44,18 +47,25 @@ def test_bfs_downstream_is_the_unmodified_pass(model):
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())
 @pytest.mark.parametrize("model", QUICK_ZOO)
-def test_every_strategy_is_valid_and_serializes(model, strategy):
-    lowered = pipeline(model).vulkan_lowering.lower(strategies.get_strategy(strategy))
+def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, strategy, table_file):
+    """The .pte made from the program emitted once per model is byte for byte what
+    ExecuTorch's to_executorch() writes for the strategy's delegates."""
+    lowering = pipeline(model).vulkan_lowering
+    table_file(random_table(_operators(partition_problems(lowering.programs)), 7))  # ilp-time needs one in force
+    lowered = lowering.lower(strategies.get_strategy(strategy))
     assert validator.validate(lowered) > 0
-    pte = lowered.to_pte()
+    pte = bytes(lowered.to_pte())
     assert pte[4:8].startswith(b"ET"), "not an ExecuTorch program header"
-    delegates = lowered_modules(lowered.edge_manager())
+    edge_manager = lowered.edge_manager()
+    delegates = lowered_modules(edge_manager)
     assert [m.processed_bytes for m in delegates] == [p.result.processed_bytes for p in lowered.partitions]
+    assert pte == edge_manager.to_executorch().buffer
 
 
 @pytest.mark.parametrize("model", ["synthetic_small", "mobilevit_xs.unfused"])
-def test_strategies_do_not_leak_into_each_other(model):
+def test_strategies_do_not_leak_into_each_other(model, table_file):
     lowering = pipeline(model).vulkan_lowering
+    table_file(random_table(_operators(partition_problems(lowering.programs)), 7))  # ilp-time needs one in force
     bfs = strategies.get_strategy("bfs-downstream")
     first = [p.result.processed_bytes for p in lowering.lower(bfs).partitions]
     for name in strategies.list_strategies():

@@ -104,6 +104,20 @@ def release_held_memory() -> None:
     gc.collect()
 
 
+@contextlib.contextmanager
+def model_out_of_collections():
+    """While active, what exists now (the model's stages: a lowering prefix is a large graph
+    of objects) is out of the garbage collector's way, as the fork server's imports are: a
+    collection, automatic or between strategies, then traverses only what came after, which
+    holds all that a strategy leaves. Given back afterwards, so a process that measures
+    several models (no worker process) frees each one's."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _code_mismatch(job: Job, strategy) -> str | None:
     """Why the strategy this worker would run is not the code the sweep planned the record
     for (a plug-in file edited, or another version on a cluster's node, would make a record
@@ -171,12 +185,13 @@ def measure_job(job: Job, send, wait_turn=None) -> None:
         with contextlib.suppress(Exception):  # a failed stage fails each record, with its reason
             target.prepare_model(model)
         release_held_memory()  # what building the model left
-        for strategy in job.strategies:
-            send(("start", strategy))
-            try:
-                record, trace = _measure(job, target, model, strategy)
-            except UsageError as error:
-                send(("usage", str(error)))
-                return
-            send(("record", record, trace))
-            release_held_memory()
+        with model_out_of_collections():
+            for strategy in job.strategies:
+                send(("start", strategy))
+                try:
+                    record, trace = _measure(job, target, model, strategy)
+                except UsageError as error:
+                    send(("usage", str(error)))
+                    return
+                send(("record", record, trace))
+                release_held_memory()

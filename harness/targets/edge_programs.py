@@ -3,6 +3,8 @@ the operators no delegate took."""
 
 import operator
 
+from executorch.exir.delegate import executorch_call_delegate
+from executorch.exir.graph_module import get_control_flow_submodules
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 
 from strategies.representations import op_name
@@ -12,6 +14,21 @@ def lowered_modules(edge_manager) -> list[LoweredBackendModule]:
     """The delegate modules of an edge program, in graph order."""
     graph_module = edge_manager.exported_program().graph_module
     return [m for m in graph_module.children() if isinstance(m, LoweredBackendModule)]
+
+
+def called_delegates(edge_manager) -> list[LoweredBackendModule]:
+    """The delegate modules of an edge program in the order it calls them, those of
+    control-flow branches after their graph's own (the order ExecuTorch collects their
+    named data in)."""
+
+    def calls(graph_module) -> list[LoweredBackendModule]:
+        found = [getattr(graph_module, node.args[0].target) for node in graph_module.graph.nodes
+                 if node.target == executorch_call_delegate]
+        for _, submodule, _ in get_control_flow_submodules(graph_module):
+            found += calls(submodule)
+        return found
+
+    return calls(edge_manager.exported_program().graph_module)
 
 
 def delegate_payloads(edge_manager) -> list[bytes]:

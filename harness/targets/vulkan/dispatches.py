@@ -63,21 +63,10 @@ def _bytes(node: torch.fx.Node) -> int:
     return sum(v.numel() * v.element_size() for v in node_values(node) if isinstance(v, torch.Tensor))
 
 
-def execution_order(lowered: LoweredProgram) -> list[int]:
-    """Partition indices in the order the program calls their delegates."""
-    by_payload = {p.result.processed_bytes: i for i, p in enumerate(lowered.partitions)}
-    program = lowered.edge_manager().exported_program()
-    order = []
-    for node in program.graph.nodes:
-        if node.op == "call_function" and "executorch_call_delegate" in op_name(node.target):
-            order.append(by_payload[getattr(program.graph_module, node.args[0].target).processed_bytes])
-    return order
-
-
 def node_map(lowered: LoweredProgram) -> dict:
     """What each delegate node id of each partition is, as JSON-ready data."""
     partitions = []
-    for index in execution_order(lowered):
+    for index in lowered.lowering.call_order:
         partition = lowered.partitions[index]
         program = partition.builder.program
         nodes = []

@@ -11,26 +11,32 @@ very function with three names of its module substituted for the length of one c
 - ``VkGraphBuilder`` is kept, so metrics can map graph nodes to serialized values.
 
 Everything else is ExecuTorch's code path, so the payload a strategy produces is exactly
-what ExecuTorch would serialize with that pass. The model is exported, converted to edge
-and partitioned once (:class:`VulkanLowering`); each strategy then costs only the layout
-pass and what follows it (:meth:`VulkanLowering.lower`).
+what ExecuTorch would serialize with that pass. The model is exported, converted to edge,
+partitioned and emitted as a program once (:class:`VulkanLowering`); each strategy then
+costs only the layout pass and what follows it (:meth:`VulkanLowering.lower`), and its
+.pte only a serialization of that program with its payloads (:mod:`.pte`).
 """
 
 import contextlib
 import copy
+import functools
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import executorch.backends.vulkan.vulkan_preprocess as vulkan_preprocess
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 from executorch.exir import to_edge_transform_and_lower
+from executorch.exir._serialize._cord import Cord
+from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import PreprocessResult
+from executorch.exir.program._program import collect_named_data_store_from_exported_program
 from torch.export import ExportedProgram
 
 from harness.errors import LoweringError
-from harness.targets.edge_programs import lowered_modules
+from harness.targets.edge_programs import called_delegates, lowered_modules
+from harness.targets.vulkan.pte import EmittedProgram
 
 _REAL_APPLY_PASSES = vulkan_preprocess.apply_passes
 _REAL_GRAPH_BUILDER = vulkan_preprocess.VkGraphBuilder
@@ -77,6 +83,12 @@ class LoweredPartition:
 def payload_digest(payload: bytes) -> str:
     """What stands for a delegate's payload (a copy of its weights) where only its identity is needed."""
     return hashlib.sha256(payload).hexdigest()
+
+
+def partition_index(prefixes: list[PartitionPrefix], reference_payload: bytes) -> int:
+    """The index of the partition whose payload during partitioning was ``reference_payload``."""
+    digest = payload_digest(reference_payload)
+    return next(i for i, prefix in enumerate(prefixes) if prefix.reference_digest == digest)
 
 
 def independent_copy(program: ExportedProgram) -> ExportedProgram:
@@ -201,7 +213,9 @@ class VulkanLowering:
 
     edge_manager: object
     prefixes: list[PartitionPrefix]
-    prefix_seconds: float
+    prefix_seconds: float  # partitioning and emission
+    emitted: EmittedProgram  # the edge program emitted once, for every strategy's .pte
+    call_order: list[int]  # partition indices in the order the program calls their delegates
 
     @property
     def programs(self) -> list[ExportedProgram]:
@@ -220,7 +234,10 @@ class VulkanLowering:
             edge_manager = to_edge_transform_and_lower(
                 copy.deepcopy(exported), partitioner=[VulkanPartitioner()]
             )
-        return cls(edge_manager, prefixes, time.perf_counter() - start)
+        partition_of = functools.partial(partition_index, prefixes)
+        call_order = [partition_of(module.processed_bytes) for module in called_delegates(edge_manager)]
+        emitted = EmittedProgram.emit(edge_manager, partition_of)
+        return cls(edge_manager, prefixes, time.perf_counter() - start, emitted, call_order)
 
     def lower(self, layout_pass_cls: type) -> "LoweredProgram":
         start = time.perf_counter()
@@ -251,28 +268,30 @@ class LoweredProgram:
     lowering: VulkanLowering
     partitions: list[LoweredPartition]
     finish_seconds: float
-    _edge_manager: object = field(default=None, repr=False)
 
     @property
     def pass_seconds(self) -> float:
         return sum(p.pass_seconds for p in self.partitions)
 
-    def edge_manager(self):
-        """A copy of the shared edge program whose delegates carry this strategy's payloads."""
-        if self._edge_manager is None:
-            edge_manager = copy.deepcopy(self.lowering.edge_manager)
-            by_digest = {
-                prefix.reference_digest: partition
-                for prefix, partition in zip(self.lowering.prefixes, self.partitions)
-            }
-            for module in lowered_modules(edge_manager):
-                partition = by_digest[payload_digest(module.processed_bytes)]
-                module._processed_bytes = partition.result.processed_bytes
-                module._named_data_store_output = partition.result.data_store_output
-                module.meta["debug_handle_map"] = partition.result.debug_handle_map
-            self._edge_manager = edge_manager
-        return self._edge_manager
+    def to_pte(self) -> Cord:
+        """The whole program (delegates and CPU fallback) as a .pte: ExecuTorch's Cord,
+        joined only by ``bytes()`` or its ``write_to_file``."""
+        return self.lowering.emitted.serialize(
+            [p.result.processed_bytes for p in self.partitions],
+            [p.result.data_store_output for p in self.partitions],
+            self.lowering.call_order,
+        )
 
-    def to_pte(self) -> bytes:
-        """Serialize the whole program (delegates and CPU fallback) to a .pte buffer."""
-        return self.edge_manager().to_executorch().buffer
+    def edge_manager(self):
+        """A copy of the shared edge program whose delegates carry this strategy's payloads
+        and named data: what ``to_executorch()`` makes the .pte of :meth:`to_pte` from."""
+        edge_manager = copy.deepcopy(self.lowering.edge_manager)
+        for module in lowered_modules(edge_manager):
+            partition = self.partitions[partition_index(self.lowering.prefixes, module.processed_bytes)]
+            module._processed_bytes = partition.result.processed_bytes
+            module._named_data_store_output = partition.result.data_store_output
+            module.meta["debug_handle_map"] = partition.result.debug_handle_map
+        # EdgeProgramManager collected the named data of the delegates it was made with.
+        edge_manager._named_data_store = NamedDataStore()
+        collect_named_data_store_from_exported_program(edge_manager.exported_program(), edge_manager._named_data_store)
+        return edge_manager

@@ -6,6 +6,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from executorch.exir._serialize._cord import Cord
+
 import strategies
 from strategies import gpu_costs
 from harness.errors import TargetUnavailableError
@@ -19,9 +21,10 @@ from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, measure_run
 
 
-def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, bytes]:
+def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, Cord]:
     """Finish the lowering with one strategy, validate, serialize and measure it into
-    ``fields``; returns the lowered program and its .pte."""
+    ``fields``; returns the lowered program and its .pte (not joined into one buffer:
+    ``pte_bytes`` needs only its length)."""
     strategy_cls = strategies.get_strategy(strategy_name)
     lowered = lowering.lower(strategy_cls)
     validator.validate(lowered)
@@ -63,12 +66,13 @@ def program_path(results_dir: Path, model: str, strategy: str) -> Path:
     return Path(results_dir) / "programs" / model.replace("/", "_") / f"{safe}.pte"
 
 
-def write_program(path: Path, lowered: LoweredProgram, pte: bytes, inputs: tuple) -> Path:
+def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
     them (``.inputs/``, for ``remote.py``); a stale ETDump of an earlier program goes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".etdump").unlink(missing_ok=True)
-    path.write_bytes(pte)
+    with open(path, "wb") as program:
+        pte.write_to_file(program)
     path.with_suffix(".nodes.json").write_text(json.dumps(node_map(lowered)))
     ExecutorRunner.write_inputs(list(inputs), path.with_suffix(".inputs"))
     return path
