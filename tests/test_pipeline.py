@@ -12,10 +12,8 @@ import strategies
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.lowering import lowered_modules, payload_digest
 
-from strategies.ilp import partition_problems
 
 from .conftest import QUICK_ZOO
-from .test_gpu_time import _operators, random_table, table_file  # noqa: F401 (table_file: a fixture)
 from harness.pipeline.model import pipeline
 
 
@@ -47,11 +45,10 @@ def test_bfs_downstream_is_the_unmodified_pass(model):
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())
 @pytest.mark.parametrize("model", QUICK_ZOO)
-def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, strategy, table_file):
+def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, strategy):
     """The .pte made from the program emitted once per model is byte for byte what
     ExecuTorch's to_executorch() writes for the strategy's delegates."""
     lowering = pipeline(model).vulkan_lowering
-    table_file(random_table(_operators(partition_problems(lowering.programs)), 7))  # ilp-time needs one in force
     lowered = lowering.lower(strategies.get_strategy(strategy))
     assert validator.validate(lowered) > 0
     pte = bytes(lowered.to_pte())
@@ -63,9 +60,8 @@ def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, str
 
 
 @pytest.mark.parametrize("model", ["synthetic_small", "mobilevit_xs.unfused"])
-def test_strategies_do_not_leak_into_each_other(model, table_file):
+def test_strategies_do_not_leak_into_each_other(model):
     lowering = pipeline(model).vulkan_lowering
-    table_file(random_table(_operators(partition_problems(lowering.programs)), 7))  # ilp-time needs one in force
     bfs = strategies.get_strategy("bfs-downstream")
     first = [p.result.processed_bytes for p in lowering.lower(bfs).partitions]
     for name in strategies.list_strategies():
