@@ -1,5 +1,7 @@
 """The asv suite runs its sweep once and reads every track_ value from it."""
 
+import os
+
 import pytest
 
 from benchmarks import bench_vulkan_layout as suite
@@ -103,3 +105,24 @@ def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):
     assert skipped_targets == {"tosa", "vgf"}
     for target in set(bench_arm.ARM_TARGETS) - skipped_targets:
         assert records[("synthetic_small", target)]["cycles"] is not None
+
+
+def test_suite_tracks_predicted_gpu_time_under_the_h100_table_by_default(monkeypatch):
+    from benchmarks._zoo import DEFAULT_COSTS
+    from strategies.gpu_costs import COSTS_ENV, load
+
+    monkeypatch.delenv(COSTS_ENV)
+    monkeypatch.setattr(suite.VulkanLayout, "params", (["synthetic_small"], ["bfs-downstream", "ilp-time"]))
+    bench = suite.VulkanLayout()
+    records = bench.setup_cache()
+    table = load(DEFAULT_COSTS)
+    assert DEFAULT_COSTS.name == "h100.json" and "H100" in table.device
+    for strategy in ("bfs-downstream", "ilp-time"):
+        record = records[("synthetic_small", strategy)]
+        bench.setup(records, "synthetic_small", strategy)
+        assert record["environment"]["gpu_costs"] == f"{table.device}:{table.digest}"
+        assert bench.track_predicted_gpu_ms(records, "synthetic_small", strategy) == record["predicted_gpu_ms"] > 0
+    assert records[("synthetic_small", "ilp-time")]["predicted_gpu_ms"] < records[
+        ("synthetic_small", "bfs-downstream")]["predicted_gpu_ms"]
+    assert bench.track_predicted_gpu_ms.unit == "ms"
+    assert COSTS_ENV not in os.environ  # in force for the sweep only
