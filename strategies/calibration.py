@@ -4,10 +4,11 @@ Round N is the N-th of a sequence of ILP solutions over the same OpRepSets, each
 as many operator nodes as it can in a (primary input, output) representation pair that no
 earlier round used, at a small price per transition; so that, together, a few programs
 measure every node in as many of its allowed representations as possible. A round depends
-only on the graph and the rounds before it, so a round is a plain strategy: any worker,
-any machine, the same program; a process keeps the sequence of each graph it solved, so
-its rounds cost one solve each. Each solve has a time limit: its best assignment stands
-(coverage, not an optimum, is the point). Unlisted: these are measurements, not layout
+only on the graph and the rounds before it, so a round is a plain strategy that any worker
+can make; a process keeps the sequence of each graph it solved, so its rounds cost one
+solve each. Each solve has a time limit and its best assignment stands (coverage, not an
+optimum, is the point), so where a limit is reached another machine may make another
+program: each program's node map says what it measured, and the fit needs nothing more. Unlisted: these are measurements, not layout
 policies to compare.
 """
 

@@ -256,3 +256,27 @@ def test_profile_reads_another_machine_s_runs_without_running_anything(imported,
     assert result["vs"] == "all-width-packed" and result["operator_changes"]
     assert cli.main([*argv[:3], "ilp", *argv[6:]]) == 2
     assert "has no vulkan-run record of synthetic_small / ilp" in capsys.readouterr().err
+
+
+def test_calibrate_fits_a_cost_table_from_runs_made_elsewhere(tmp_path, capsys):
+    from harness import cli
+    from strategies.gpu_costs import load
+
+    runs = _results_dir(tmp_path / "runs", "lavapipe")
+    table_path = tmp_path / "lavapipe.json"
+    assert cli.main(["calibrate", "--fit", str(runs), "--table", str(table_path)]) == 0
+    table = load(table_path)
+    assert table.device == "lavapipe" and table.nodes and table.transitions
+    graph = json.loads((DATA / "bfs-downstream.nodes.json").read_text())["partitions"][0]["graph"]
+    # A node's price is its time in that pair of representations, the median over the programs
+    # that ran it so.
+    times: dict = {}
+    for strategy in RECORDED:
+        frame = recorded(strategy)
+        frame = frame[(frame["operator"] != STAGING) & ~frame["transition"]]
+        for (node, inputs, output), part in frame.groupby(["node", "inputs", "output"]):
+            times.setdefault((node, inputs.split(", ")[0], output), []).append(part["gpu_ms"].sum())
+    for (node, inputs, output), ms in times.items():
+        assert table.nodes[(graph, node, inputs, output)] == pytest.approx(statistics.median(ms))
+    assert cli.main(["calibrate", "--out", str(tmp_path / "x")]) == 2
+    assert "say what to calibrate on" in capsys.readouterr().err
