@@ -36,9 +36,7 @@ class _Coverage:
         return TRANSITION_PRICE
 
     def cover(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> None:
-        for op, info in problem.operators.items():
-            primary = use_reprs[info.primary_use] if info.primary_use is not None else None
-            output = tensor_reprs[problem.op_outputs[op][0]]
+        for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
             self.covered.add((op, pair_name(primary) if primary else "", pair_name(output)))
 
 

@@ -262,8 +262,9 @@ def column_values(problem: LayoutProblem, formulation: Formulation, tensor_reprs
                 values[formulation.z[(source, r)]] = 1.0
                 if (source, tensor_reprs[source], r) in formulation.t:
                     values[formulation.t[(source, tensor_reprs[source], r)]] = 1.0
+    reads = {op: (primary, output) for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs)}
     for op, pairs in formulation.c.items():
-        values[pairs[(use_reprs[problem.operators[op].primary_use], tensor_reprs[problem.op_outputs[op][0]])]] = 1.0
+        values[pairs[reads[op]]] = 1.0
     for group, w in zip(problem.sync_groups, formulation.w):
         kind, ref = group.members[0]
         values[w[packed_dim_info(tensor_reprs[ref] if kind == "tensor" else use_reprs[ref])]] = 1.0

@@ -103,13 +103,19 @@ class LayoutProblem:
     def transition_ms(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> float | None:
         return table.transition_ms(pair_name(source_repr), pair_name(target), self.tensor_size(source))
 
+    def operator_reprs(self, tensor_reprs: dict, use_reprs: list):
+        """Under an assignment, each operator node with the representation it reads its primary
+        argument in (None where it reads no tensor) and the one it writes: what prices it."""
+        for op, info in self.operators.items():
+            primary = use_reprs[info.primary_use] if info.primary_use is not None else None
+            yield op, primary, tensor_reprs[self.op_outputs[op][0]]
+
     def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> tuple[float, int]:
         """An assignment's time under ``table`` (operators and transitions) and how many of
         its nodes the table could not price."""
         total, unpriced = 0.0, 0
-        for op, info in self.operators.items():
-            primary = use_reprs[info.primary_use] if info.primary_use is not None else None
-            ms = self.node_ms(table, op, primary, tensor_reprs[self.op_outputs[op][0]])
+        for op, primary, output in self.operator_reprs(tensor_reprs, use_reprs):
+            ms = self.node_ms(table, op, primary, output)
             total, unpriced = (total + ms, unpriced) if ms is not None else (total, unpriced + 1)
         for source, target in needed_transitions(self, tensor_reprs, use_reprs):
             ms = self.transition_ms(table, source, tensor_reprs[source], target)

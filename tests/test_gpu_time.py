@@ -144,10 +144,8 @@ def test_node_maps_name_nodes_as_the_cost_table_prices_them():
                                  if metrics.is_transition(n, partition.prefix_node_names))
             problem = extract(partition.layout_pass, graph_module, inserted)
             tensor_reprs, use_reprs = read_assignment(problem, graph_module)
-            for op, info in problem.operators.items():
-                primary = use_reprs[info.primary_use] if info.primary_use is not None else None
-                priced.add((problem.graph, op, pair_name(primary) if primary else "",
-                            pair_name(tensor_reprs[problem.op_outputs[op][0]])))
+            for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
+                priced.add((problem.graph, op, pair_name(primary) if primary else "", pair_name(output)))
         assert priced == mapped, name
 
 
