@@ -1,6 +1,6 @@
-"""The harness's errors; the shared base classes live in the leaf :mod:`strategies.errors`."""
+"""The harness's errors; the shared base classes live in the shared kernel, :mod:`layoutkit.errors`."""
 
-from strategies.errors import (  # noqa: F401  (re-exported: the one set of error classes)
+from layoutkit.errors import (  # noqa: F401  (re-exported: the one set of error classes)
     InvalidAssignmentError,
     InvalidModelError,
     LayoutbenchError,

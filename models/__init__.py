@@ -1,6 +1,5 @@
 """The model zoo: timm models, EdgeTAM parts and synthetic graphs behind one registry."""
 
-from models import edgetam, synthetic, timm_zoo  # noqa: F401  (registrations)
 from models._registry import (
     ENTRY_POINT_GROUP,
     INT8_SUFFIX,
@@ -15,9 +14,6 @@ from models._registry import (
     resolve_models,
     source_digest,
 )
-
-# The quick zoo's models quantized: every quick model as <name>.int8.
-add_to_zoo("quick-int8", *(name + INT8_SUFFIX for name in list_models(zoo="quick")))
 
 __all__ = [
     "ENTRY_POINT_GROUP",

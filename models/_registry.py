@@ -27,12 +27,15 @@ from typing import Callable
 import torch
 
 from models import quantization
-from strategies.errors import InvalidModelError, UnknownNameError, UsageError
-from strategies.plugins import entry_point_names, load_object
+from layoutkit.errors import InvalidModelError, UnknownNameError, UsageError
+from layoutkit.plugins import entry_point_names, load_object
+from layoutkit.registry import import_built_ins
 
 UNFUSED_SUFFIX = ".unfused"
 INT8_SUFFIX = ".int8"
 ENTRY_POINT_GROUP = "layoutbench.models"
+# Registered when the registry is first asked; quick_int8 last, as it reads the quick zoo.
+BUILT_IN_MODULES = ("models.edgetam", "models.synthetic", "models.timm_zoo", "models.quick_int8")
 SAVED_PROGRAM_SUFFIX = ".pt2"
 ZOO_DIR = Path(__file__).resolve().parent
 
@@ -107,6 +110,7 @@ def add_to_zoo(zoo: str, *names: str) -> None:
 def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
     """Model names matching a glob pattern: all registered ones (entry points included), or
     the members of a zoo."""
+    import_built_ins(BUILT_IN_MODULES)
     if zoo is None:
         names = set(_models) | set(entry_point_names(ENTRY_POINT_GROUP))
     elif zoo in _family_catalogs:
@@ -118,6 +122,7 @@ def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
 
 
 def list_zoos() -> list[str]:
+    import_built_ins(BUILT_IN_MODULES)
     return sorted({zoo for entry in _models.values() for zoo in entry.zoos} | set(_zoo_variants)
                   | set(_family_catalogs))
 
@@ -213,6 +218,7 @@ def _user_factory(base: str, load: Callable) -> _Source:
 
 def _resolve(base: str) -> _Source:
     """Where the model ``base`` (no variant suffix) comes from."""
+    import_built_ins(BUILT_IN_MODULES)
     if base in _models:
         return _Source(_models[base].factory, _zoo_digest)
     if base.endswith(SAVED_PROGRAM_SUFFIX):
@@ -320,6 +326,7 @@ def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str
 def _expand(pattern: str) -> list[str]:
     """The names a glob selects: ``<family>:<glob>`` from the family's catalog (trailing
     variant suffixes kept), else from the registered models."""
+    import_built_ins(BUILT_IN_MODULES)
     variants = _split_variants(pattern)
     prefix, separator, argument = variants.base.partition(":")
     if separator and prefix in _family_catalogs:

@@ -11,7 +11,7 @@ import random
 import torch
 from torch import nn
 
-from strategies.errors import UnknownNameError, UsageError
+from layoutkit.errors import UnknownNameError, UsageError
 from models._registry import ModelSpec, register_family, register_model
 
 WIDTH = 8

@@ -6,7 +6,7 @@ Any other timm architecture is reachable as ``timm:<name>``; the zoo ``timm`` is
 
 import torch
 
-from strategies.errors import UnknownNameError
+from layoutkit.errors import UnknownNameError
 from models._registry import ModelSpec, add_to_zoo, register_family, register_model
 from models._torchvision import import_timm
 

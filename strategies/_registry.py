@@ -10,26 +10,21 @@ A strategy may define ``summarize(passes) -> dict`` (a classmethod taking the pa
 instances of every partition of one model) to add its own fields to the record.
 
 The built-ins register themselves when the registry is first asked, so importing this
-package's leaf modules (errors, plugins) stays cheap.
+package stays cheap.
 """
 
 import fnmatch
-import importlib
 
-from strategies.errors import UnknownNameError
-from strategies.plugins import entry_point_names, load_object
+from layoutkit.errors import UnknownNameError
+from layoutkit.plugins import entry_point_names, load_object
+from layoutkit.registry import import_built_ins
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"
-BUILT_IN_MODULES = ("all_width_packed", "bfs_downstream", "bfs_refined", "calibration", "dfs_upstream", "ilp",
-                    "ilp_time")
+BUILT_IN_MODULES = tuple(f"strategies.{module}" for module in (
+    "all_width_packed", "bfs_downstream", "bfs_refined", "calibration", "dfs_upstream", "ilp", "ilp_time"))
 
 _strategies: dict[str, type] = {}
 _unlisted: set[str] = set()  # found by name, left out of listings and ``all``
-
-
-def _load_built_ins() -> None:
-    for module in BUILT_IN_MODULES:
-        importlib.import_module(f"strategies.{module}")
 
 
 def _is_layout_pass(cls) -> bool:
@@ -70,7 +65,7 @@ def register_strategy(name: str, listed: bool = True):
 
 def list_strategies(pattern: str = "*") -> list[str]:
     """Built-in and entry-point strategy names matching a glob pattern."""
-    _load_built_ins()
+    import_built_ins(BUILT_IN_MODULES)
     names = (set(_strategies) - _unlisted) | set(entry_point_names(ENTRY_POINT_GROUP))
     return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
@@ -78,7 +73,7 @@ def list_strategies(pattern: str = "*") -> list[str]:
 def get_strategy(name: str) -> type:
     """The pass class for a registered name, an entry point, ``package.module:Class`` or
     ``path/to/file.py:Class``."""
-    _load_built_ins()
+    import_built_ins(BUILT_IN_MODULES)
     if name in _strategies:
         return _strategies[name]
     found = entry_point_names(ENTRY_POINT_GROUP).get(name)

@@ -7,7 +7,7 @@ from collections import Counter
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
-from strategies.errors import InvalidAssignmentError
+from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
 from strategies.representations import packed_dim_info
 from strategies.layout_problem import (

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from strategies.errors import UnavailableError, UsageError
+from layoutkit.errors import UnavailableError, UsageError
 
 if TYPE_CHECKING:  # the command line reads COSTS_ENV from here without importing torch
     import torch

@@ -36,7 +36,7 @@ import numpy as np
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
-from strategies.errors import InvalidAssignmentError
+from layoutkit.errors import InvalidAssignmentError
 from strategies.gpu_costs import CostTable
 from strategies._registry import register_strategy
 from strategies.representations import DEFAULT_REPR, packed_dim_info

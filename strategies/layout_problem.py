@@ -17,7 +17,7 @@ import torch
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node_repr_or_transition
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
-from strategies.errors import InvalidAssignmentError
+from layoutkit.errors import InvalidAssignmentError
 from strategies.gpu_costs import CostTable, graph_digest, pair_name
 from strategies.representations import (
     DEFAULT_REPR,

@@ -14,8 +14,7 @@ from harness.results.gate import judge, parse_thresholds
 from harness.results.report import write_report
 from harness.results.gate import DEFAULT_THRESHOLDS
 from harness.results.schema import METRICS
-from harness.results.frames import load
-from harness.results.store import NO_STRATEGY
+from harness.results.frames import NO_STRATEGY, load
 from harness.targets import get_target, list_targets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +31,7 @@ def test_import_contracts_hold_and_a_forbidden_import_breaks_them(tmp_path):
     kept = _lint_imports(ROOT)
     assert kept.returncode == 0, kept.stdout
     assert "Contracts: 5 kept, 0 broken." in kept.stdout
-    for item in ("harness", "strategies", "models", "benchmarks", "tests", "pyproject.toml"):
+    for item in ("layoutkit", "harness", "strategies", "models", "benchmarks", "tests", "pyproject.toml"):
         source = ROOT / item
         (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / item)
     strategy = tmp_path / "strategies" / "bfs_downstream.py"

@@ -6,7 +6,7 @@ there is a failed record naming the signal or the limit, and the strategies left
 and puts every event on a queue the driver reads, so records land in the driver's results
 directory as they come, under the same progress bar. A task asks Ray for one CPU and the
 memory limit (default 4 GiB) and is never retried: a model that failed would fail again.
-The driver ships its own ``harness``, ``models`` and ``strategies`` packages with the tasks
+The driver ships its own ``layoutkit``, ``harness``, ``models`` and ``strategies`` packages with the tasks
 (``py_modules``); the nodes need the pinned stack (``requirements*.txt``) installed.
 """
 
@@ -14,6 +14,7 @@ import dataclasses
 import logging
 
 import harness
+import layoutkit
 import models
 import strategies
 from harness.pipeline.measure import Job
@@ -45,7 +46,7 @@ class RayWorkers:
 
         ray.init(address=None if self.address == "local" else self.address, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.WARNING,
-                 runtime_env={"py_modules": [harness, models, strategies]})
+                 runtime_env={"py_modules": [layoutkit, harness, models, strategies]})
         running: dict = {}
         try:
             queue = Queue()

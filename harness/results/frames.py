@@ -10,11 +10,14 @@ from pathlib import Path
 import pandas as pd
 
 from harness.results.schema import metric_columns
-from harness.results.store import NO_STRATEGY, OPTIMUM_STRATEGY, RecordStore, latest
+from harness.results.store import RecordStore, latest
+from layoutkit.reference_strategies import OPTIMUM_STRATEGY
+
+NO_STRATEGY = "-"  # how tables show the null strategy of targets without a layout pass (Arm)
 
 
 def frame(records: list[dict]) -> pd.DataFrame:
-    """Records as a DataFrame, the null strategy of backend-only targets shown as ``-``."""
+    """Records as a DataFrame, the null strategy of backend-only targets shown as :data:`NO_STRATEGY`."""
     table = pd.DataFrame(records)
     if "strategy" in table:
         table["strategy"] = table["strategy"].fillna(NO_STRATEGY)

@@ -17,7 +17,7 @@ import pandas as pd
 from harness.results.schema import IDENTITY_KEYS, METRICS, default_thresholds, higher_is_better
 from harness.results.frames import frame
 from harness.results.store import RecordStore, latest
-from strategies.errors import UsageError
+from layoutkit.errors import UsageError
 
 # Deterministic metrics (Vulkan and Arm), and the one timing that repeats closely enough
 # between runs: latency from the runtime's events. Other timings would need repeats to gate on.

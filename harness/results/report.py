@@ -24,7 +24,8 @@ from harness.results import summary  # noqa: E402
 from harness.results.schema import METRICS  # noqa: E402
 from harness.results.frames import load, with_excess  # noqa: E402
 from harness.results.table import format_number  # noqa: E402
-from strategies.errors import UsageError  # noqa: E402
+from layoutkit.reference_strategies import OPTIMUM_STRATEGY  # noqa: E402
+from layoutkit.errors import UsageError  # noqa: E402
 
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
                "python_version", "machine", "cpu")
@@ -100,7 +101,7 @@ def _summary(records: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The summary tables of one target's records."""
     tables = [("How far the models got", summary.stages(records).to_frame()),
               ("Strategies on the models every strategy measured", summary.per_strategy(records))]
-    for strategy in sorted(set(summary.comparable(records)["strategy"]) - {summary.OPTIMUM_STRATEGY}):
+    for strategy in sorted(set(summary.comparable(records)["strategy"]) - {OPTIMUM_STRATEGY}):
         tables.append((f"Where {strategy} is above the proven optimum", summary.above_optimum(records, strategy)))
     tables += [("Extremes", summary.extremes(records).set_index("what")),
                ("Commonest failures", summary.failure_reasons(records))]

@@ -4,8 +4,7 @@ A sweep writes each record the moment it exists, so an interrupted sweep keeps w
 finished, and a re-run into the same directory reuses every record ``ok`` with the same
 identity (``harness.pipeline.sweep`` says what that is). ``read`` upgrades records of
 earlier schema versions; :mod:`harness.results.frames` makes pandas tables of them.
-Targets without a pluggable layout pass (Arm) record the strategy as null; tables show it
-as :data:`NO_STRATEGY`.
+Targets without a pluggable layout pass (Arm) record the strategy as null.
 
 One process writes a results directory at a time (:meth:`RecordStore.writing`, held for a
 whole command), so no record is ever a duplicate: a sweep's lines are one unbroken run,
@@ -30,8 +29,6 @@ from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_
 
 RECORDS_FILE = "records.jsonl"
 WRITER_LOCK = ".writer.lock"  # holds the writer's pid, host, command and start while it writes
-NO_STRATEGY = "-"
-OPTIMUM_STRATEGY = "ilp"
 
 
 def make_record(model: str, strategy: str | None, target: str, status: str, reason=None, **fields) -> dict:

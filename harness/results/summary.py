@@ -8,9 +8,7 @@ compared on the models where every one of them is ``ok``, so sums are like for l
 
 import pandas as pd
 
-from harness.results.store import OPTIMUM_STRATEGY
-
-BASELINE_STRATEGY = "bfs-downstream"  # the pinned ExecuTorch pass: what pass times are relative to
+from layoutkit.reference_strategies import BASELINE_STRATEGY, OPTIMUM_STRATEGY
 
 
 def _has(records: pd.DataFrame, column: str) -> pd.Series:

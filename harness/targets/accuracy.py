@@ -2,7 +2,7 @@
 
 import torch
 
-from strategies.errors import MeasurementError
+from layoutkit.errors import MeasurementError
 
 ERROR_TOLERANCE = 1e-3
 # An int8 program against the quantized module run eagerly: a value rounded to the other

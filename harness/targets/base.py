@@ -5,19 +5,20 @@ A target is where a model's lowered program is measured: one module with a
 it adds (``metrics``), whether layout strategies apply to it (``uses_strategies``; Arm's
 backends have no pluggable layout pass, so their records carry no strategy), and
 ``measure``, which fills a record's fields for one (model, strategy). When the registry is
-first asked it imports every module directly under ``harness/targets/`` and every
-``targets.py`` of its sub-packages, so a new target is one module and one decorator.
+first asked it imports the modules of :data:`BUILT_IN_MODULES`, so a new target is one
+module, one decorator and its name there.
 """
 
 import dataclasses
 import fnmatch
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.results.provenance import provenance, tool_versions
-from strategies.errors import UnknownNameError
+from layoutkit.errors import UnknownNameError
+from layoutkit.registry import import_built_ins
+
+BUILT_IN_MODULES = ("harness.targets.vulkan.targets", "harness.targets.arm.targets")
 
 _targets: dict[str, type] = {}
 
@@ -104,23 +105,14 @@ def register_target(name: str):
     return decorate
 
 
-def _load_built_ins() -> None:
-    import harness.targets as package
-
-    for module in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
-        relative = module.name.removeprefix(f"{package.__name__}.")
-        if "." not in relative or relative.endswith(".targets"):
-            importlib.import_module(module.name)
-
-
 def list_targets(pattern: str = "*") -> list[str]:
-    _load_built_ins()
+    import_built_ins(BUILT_IN_MODULES)
     return sorted(name for name in _targets if fnmatch.fnmatch(name, pattern))
 
 
 def get_target(name: str) -> Target:
     """A fresh instance of the target registered as ``name``."""
-    _load_built_ins()
+    import_built_ins(BUILT_IN_MODULES)
     if name not in _targets:
         raise UnknownNameError("target", name, list_targets())
     return _targets[name]()

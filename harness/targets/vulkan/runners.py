@@ -30,7 +30,7 @@ from harness.targets.base import RunSettings
 from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
 from harness.targets.vulkan.latency import latency_fields
 from harness.targets.vulkan.remote import RUNNER_ETDUMP, run_child, run_timed, runner_command
-from strategies.errors import MeasurementError, UsageError
+from layoutkit.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
 RUNNER_NAME = "executor_runner"

@@ -7,7 +7,7 @@
   is measured beside the installed one without reinstalling anything;
 - an entry point of a named group (``layoutbench.strategies``, ``layoutbench.models``).
 
-Every failure is a :class:`~strategies.errors.UnknownNameError` naming what was wrong.
+Every failure is a :class:`~layoutkit.errors.UnknownNameError` naming what was wrong.
 """
 
 import hashlib
@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from strategies.errors import UnknownNameError
+from layoutkit.errors import UnknownNameError
 
 
 def file_module_name(path: Path) -> str:

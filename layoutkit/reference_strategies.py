@@ -1,0 +1,4 @@
+"""The strategies other layers name: reports and tables compare every strategy with these."""
+
+BASELINE_STRATEGY = "bfs-downstream"  # the pinned ExecuTorch pass: what pass times are relative to
+OPTIMUM_STRATEGY = "ilp"  # the proven optimum of transitions, where the ILP proved it
