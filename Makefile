@@ -58,7 +58,7 @@ bench: $(STAMP)
 bench-cache: $(STAMP)
 	$(PY) -m pytest tests/test_cache_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
-# One worker against two on the quick zoo (isolated workers, harness/pipeline/workers.py).
+# One worker against two on the quick zoo (isolated workers, harness/sweep/workers.py).
 bench-workers: $(STAMP)
 	$(PY) -m pytest tests/test_workers_benchmark.py --benchmark-enable -s -p no:cacheprovider
 

@@ -8,7 +8,7 @@ with the tool's message.
 
 from asv_runner.benchmarks.mark import skip_for_params
 
-from benchmarks._zoo import BENCH_MODELS, RecordedSuite, track
+from benchmarks._suites import BENCH_MODELS, RecordedSuite, track
 from harness.targets import get_target, list_targets
 
 ARM_TARGETS = [name for name in list_targets() if not get_target(name).uses_strategies]

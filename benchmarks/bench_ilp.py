@@ -6,9 +6,11 @@ problems (plain data); ``time_solve`` measures formulation plus HiGHS. Goals on 
 minutes to lower, so they are benchmarked only with ``LAYOUTBENCH_BENCH_ZOO=full``.
 """
 
-from benchmarks._zoo import BENCH_ZOO
+from benchmarks._suites import BENCH_ZOO
 from harness.pipeline.model import pipeline
-from strategies.ilp import formulate, partition_problems, solve
+from harness.targets.vulkan.prefix import vulkan_lowering
+from strategies.ilp import partition_problems, solve
+from strategies.ilp_model import formulate
 
 ALL_GRAPHS = (
     "vit_small_patch16_224.unfused",
@@ -21,7 +23,7 @@ GRAPHS = ALL_GRAPHS if BENCH_ZOO == "full" else ALL_GRAPHS[:2]
 
 def layout_problems(model: str) -> list:
     """The layout problem of each partition of a model, as the ILP pass would see it."""
-    return partition_problems(pipeline(model).vulkan_lowering.programs)
+    return partition_problems(vulkan_lowering(pipeline(model)).programs)
 
 
 class IlpScaling:

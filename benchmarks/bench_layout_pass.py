@@ -7,10 +7,11 @@ No benchmark process lowers a model.
 """
 
 import strategies
-from benchmarks._zoo import BENCH_MODELS, warm_caches
+from benchmarks._suites import BENCH_MODELS, warm_caches
 from harness.errors import LayoutbenchError
-from harness.pipeline.lowering_memory import lowering_peak_bytes
+from harness.targets.vulkan.lowering_memory import lowering_peak_bytes
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 from harness.targets.vulkan.lowering import run_layout_pass
 
 STRATEGIES = strategies.list_strategies()
@@ -29,7 +30,7 @@ class LayoutPass:
 
     def setup(self, _, model, strategy):
         strategy_cls = strategies.get_strategy(strategy)
-        self.inputs = [prefix.layout_pass_input(strategy_cls) for prefix in pipeline(model).vulkan_lowering.prefixes]
+        self.inputs = [prefix.layout_pass_input(strategy_cls) for prefix in vulkan_lowering(pipeline(model)).prefixes]
 
     def time_layout_pass(self, _, model, strategy):
         for layout_pass, program in self.inputs:
@@ -40,7 +41,7 @@ class Lowering:
     """Peak memory of lowering each model with the pinned pass (a new process loading its
     export, then to_edge, partitioning and preprocess); strategies change only the layout
     pass, whose memory is small next to ExecuTorch's prefix passes. Measured once per
-    lowering identity (``harness.pipeline.lowering_memory``), so a commit that changes no
+    lowering identity (``harness.targets.vulkan.lowering_memory``), so a commit that changes no
     lowering code reads it instead of lowering every model again."""
 
     params = (BENCH_MODELS,)

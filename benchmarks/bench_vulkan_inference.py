@@ -15,7 +15,7 @@ move by far more between runs than asv's threshold for these (asv.conf.json).
 
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
-from benchmarks._zoo import BENCH_MODELS, RecordedSuite, track
+from benchmarks._suites import BENCH_MODELS, RecordedSuite, track
 from harness.results.schema import ETDUMP
 from strategies import list_strategies
 

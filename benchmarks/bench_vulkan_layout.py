@@ -5,7 +5,7 @@ shared by all strategies); the ``track_`` benchmarks only read its records.
 """
 
 import strategies
-from benchmarks._zoo import BENCH_MODELS, RecordedSuite, track
+from benchmarks._suites import BENCH_MODELS, RecordedSuite, track
 
 STRATEGIES = strategies.list_strategies()
 

@@ -18,7 +18,6 @@ behind.
 """
 
 import contextlib
-import fcntl
 import os
 import shutil
 import sys
@@ -27,6 +26,8 @@ import time
 import zlib
 from pathlib import Path
 from typing import Callable
+
+from layoutkit.files import cache_root, file_lock
 
 FORMAT = b"layoutbench-cache-"  # then the format's number
 MAGIC = FORMAT + b"2\n"
@@ -42,26 +43,6 @@ KINDS = {
 }
 # The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
 ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")
-
-
-def cache_root() -> Path:
-    """``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``."""
-    return Path(os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench")
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, wait: bool = True):
-    """An exclusive lock on ``path`` (created, with its folder, where missing) while in the
-    block, which gets the lock file open for reading and writing. Held by another process:
-    wait for it, or with ``wait=False`` raise :class:`BlockingIOError`. The kernel lets go
-    of it when its process ends, however it ends, so a killed holder blocks no one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        try:
-            yield handle
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _header(body: bytes) -> bytes:

@@ -32,7 +32,7 @@ from asv import util as asv_util
 from asv.machine import Machine
 from asv.results import iter_results_for_machine_and_hash
 
-from harness.cache import cache_root
+from layoutkit.files import cache_root
 
 REPO = Path(__file__).resolve().parents[1]
 ASV = Path(sys.executable).parent / "asv"

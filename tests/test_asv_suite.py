@@ -26,7 +26,7 @@ def test_every_suite_has_a_setup_cache_of_its_own():
 
 def test_suite_tracks_recorded_metrics(monkeypatch):
     monkeypatch.setattr(suite.VulkanLayout, "params",
-                        (["synthetic_small"], ["bfs-downstream", "tests.user_strategies:IgnoresOperatorRules"]))
+                        (["synthetic_small"], ["bfs-downstream", "tests.helpers.user_strategies:IgnoresOperatorRules"]))
     bench = suite.VulkanLayout()
     records = bench.setup_cache()
     bench.setup(records, "synthetic_small", "bfs-downstream")
@@ -36,7 +36,7 @@ def test_suite_tracks_recorded_metrics(monkeypatch):
     assert bench.track_delegate_memory_bytes(records, "synthetic_small", "bfs-downstream") > 0
     assert bench.track_transition_bytes.unit == "bytes" and bench.track_transitions.unit == "count"
     with pytest.raises(NotImplementedError, match="BUFFER/HEIGHT_PACKED"):
-        bench.setup(records, "synthetic_small", "tests.user_strategies:IgnoresOperatorRules")
+        bench.setup(records, "synthetic_small", "tests.helpers.user_strategies:IgnoresOperatorRules")
 
 
 def test_ilp_scaling_suite_measures_formulation_and_optimality(monkeypatch):
@@ -72,7 +72,7 @@ def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp
     from benchmarks import bench_layout_pass
     from harness.pipeline import lowering_memory
 
-    monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small", "tests.user_models:data_dependent"])
+    monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small", "tests.helpers.user_models:data_dependent"])
     monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path))
     bench = bench_layout_pass.Lowering()
     peaks = bench.setup_cache()
@@ -80,9 +80,9 @@ def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp
     # a new process with torch, ExecuTorch and a lowering: hundreds of MiB, far from a GiB's tens
     assert 200 << 20 < bench.track_peak_memory(peaks, "synthetic_small") < 8 << 30
     with pytest.raises(NotImplementedError, match="failed to export"):
-        bench.setup(peaks, "tests.user_models:data_dependent")
+        bench.setup(peaks, "tests.helpers.user_models:data_dependent")
     monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small"])
-    monkeypatch.setattr(lowering_memory, "_measure", lambda name: pytest.fail("measured again"))
+    monkeypatch.setattr(lowering_memory, "_lower_in_new_process", lambda name: pytest.fail("measured again"))
     assert bench.setup_cache() == {"synthetic_small": peaks["synthetic_small"]}
 
 
@@ -108,7 +108,7 @@ def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):
 
 
 def test_suite_tracks_predicted_gpu_time_under_the_h100_table_by_default(monkeypatch):
-    from benchmarks._zoo import DEFAULT_COSTS
+    from benchmarks._suites import DEFAULT_COSTS
     from strategies.gpu_costs import COSTS_ENV, load
 
     monkeypatch.delenv(COSTS_ENV)

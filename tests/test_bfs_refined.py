@@ -8,14 +8,15 @@ from harness.targets.vulkan import metrics, validator
 from strategies.bfs_refined import BfsRefined
 from strategies.ilp import partition_problems
 
-from . import exhaustive
+from .helpers import exhaustive
 from .conftest import QUICK_ZOO
 from .test_ilp import RANDOM_GRAPHS
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 
 
 def _lower(model, name):
-    lowered = pipeline(model).vulkan_lowering.lower(strategies.get_strategy(name))
+    lowered = vulkan_lowering(pipeline(model)).lower(strategies.get_strategy(name))
     validator.validate(lowered)
     return lowered
 
@@ -44,7 +45,7 @@ def test_random_graphs_between_the_optimum_and_bfs():
     for name in RANDOM_GRAPHS:
         refined = _lower(name, "bfs-refined")
         count = len(metrics.transitions(refined))
-        optimum = sum(exhaustive.optimum(p) for p in partition_problems(pipeline(name).vulkan_lowering.programs))
+        optimum = sum(exhaustive.optimum(p) for p in partition_problems(vulkan_lowering(pipeline(name)).programs))
         bfs = sum(p.layout_pass.bfs_transitions for p in refined.partitions)
         assert optimum <= count <= bfs, name
         matched += count == optimum

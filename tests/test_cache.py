@@ -13,10 +13,11 @@ import pytest
 
 import strategies
 from harness.cache import MAGIC, DiskCache
-from harness.pipeline.model import PREFIXES, pipeline, prefix_key
+from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
 from harness.targets.vulkan.lowering import VulkanLowering
 
-from . import cache_worker
+from .helpers import cache_worker
 from .conftest import QUICK_ZOO
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
@@ -139,7 +140,7 @@ def test_entries_no_run_used_are_pruned_and_reading_keeps_an_entry(cache_dir):
 def test_programs_from_a_cached_prefix_are_byte_identical_to_a_cold_lowering(model):
     """Every strategy's delegate payloads and whole .pte from the prefix read back from the
     cache equal those from a cold lowering."""
-    cached = pipeline(model).vulkan_lowering  # always the prefix as read back from the cache
+    cached = vulkan_lowering(pipeline(model))  # always the prefix as read back from the cache
     assert PREFIXES.read(prefix_key(model)) is not None
     cold = VulkanLowering.from_exported(pipeline(model).exported)
     for name in strategies.list_strategies():
@@ -154,8 +155,8 @@ def test_cached_prefixes_load_in_a_new_process():
     """What a prefix refers to must exist in a process that never lowered anything (ExecuTorch
     defines some operators, EDGE_DO_NOT_DECOMP ones, only while lowering)."""
     for model in QUICK_ZOO:
-        pipeline(model).vulkan_lowering  # the entry exists
-    script = ("import sys, models; from harness.pipeline.model import PREFIXES, prefix_key; "
+        vulkan_lowering(pipeline(model))  # the entry exists
+    script = ("import sys, models; from harness.targets.vulkan.prefix import PREFIXES, prefix_key; "
               "from harness.targets.vulkan import serialization; "
               "[serialization.loads(PREFIXES.read(prefix_key(name))) for name in models.list_models(zoo='quick')]; "
               "print('loaded')")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cache import cache_root
+from layoutkit.files import cache_root
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 

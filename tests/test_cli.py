@@ -11,7 +11,7 @@ from harness import cli
 from harness.results.frames import load, to_long
 from harness.results.store import RecordStore
 from harness.targets import get_target
-from harness.pipeline.sweep import run_sweep
+from harness.sweep.planning import run_sweep
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 REQUIRED_KEYS = {
@@ -92,7 +92,7 @@ def test_interrupted_sweep_keeps_finished_records_and_resumes(tmp_path):
 
 def test_invalid_strategy_is_a_failed_record_and_nonzero_exit(tmp_path, capsys):
     code = cli.main(["compare", "--models", "synthetic_small", "--strategies",
-                     "bfs-downstream,tests.user_strategies:IgnoresOperatorRules",
+                     "bfs-downstream,tests.helpers.user_strategies:IgnoresOperatorRules",
                      "--out", str(tmp_path), "--format", "json"])
     assert code == 1
     records = json.loads(capsys.readouterr().out)
@@ -101,7 +101,7 @@ def test_invalid_strategy_is_a_failed_record_and_nonzero_exit(tmp_path, capsys):
 
 
 def test_model_that_fails_to_export_is_reported(tmp_path, capsys):
-    name = "tests.user_models:data_dependent"
+    name = "tests.helpers.user_models:data_dependent"
     code = cli.main(["compare", "--models", f"{name},synthetic_small", "--strategies",
                      "bfs-downstream", "--out", str(tmp_path), "--format", "json"])
     captured = capsys.readouterr()

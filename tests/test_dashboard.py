@@ -17,10 +17,10 @@ import pytest
 from asv.util import load_json
 from matplotlib.image import imread
 
-from harness.cache import cache_root
+from layoutkit.files import cache_root
 from harness.results.dashboard import vendor
 
-from .browser import chromium, rendered_dom, screenshot, served
+from .helpers.browser import chromium, rendered_dom, screenshot, served
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV = Path(sys.executable).parent / "asv"

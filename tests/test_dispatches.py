@@ -19,11 +19,12 @@ from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 import strategies
 from harness.inspection import costs, profile
 from harness.pipeline.model import pipeline
-from harness.pipeline.remote_runs import import_remote
+from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.remote_import import import_remote
 from harness.results.store import RecordStore, make_record
 from harness.targets.vulkan import latency, metrics
 from harness.targets.vulkan.dispatches import STAGING, gpu_summary, node_map, read_dispatches
-from harness.targets.vulkan.targets import program_path
+from harness.results.results_dir import ResultsDir
 
 DATA = Path(__file__).parent / "data" / "etvk"
 RECORDED = ("bfs-downstream", "all-width-packed")
@@ -35,7 +36,7 @@ def recorded(strategy: str) -> pd.DataFrame:
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())
 def test_node_map_marks_exactly_the_transitions(strategy):
-    lowered = pipeline("synthetic_small").vulkan_lowering.lower(strategies.get_strategy(strategy))
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy(strategy))
     nodes = node_map(lowered)
     transitions = [n["node"] for p in nodes["partitions"] for n in p["nodes"] if n["transition"]]
     assert sorted(transitions) == sorted(t.node for t in metrics.transitions(lowered))
@@ -49,7 +50,7 @@ def test_node_map_marks_exactly_the_transitions(strategy):
 @pytest.mark.parametrize("strategy", RECORDED)
 def test_the_node_map_of_the_recorded_programs_is_what_lowering_gives_today(strategy):
     """The recorded ETDumps stay meaningful only while the same lowering gives the same nodes."""
-    lowered = pipeline("synthetic_small").vulkan_lowering.lower(strategies.get_strategy(strategy))
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy(strategy))
     assert node_map(lowered) == json.loads((DATA / f"{strategy}.nodes.json").read_text())
 
 
@@ -127,7 +128,7 @@ def test_versus_compares_the_same_nodes_in_other_representations(tmp_path):
 def _results_dir(directory: Path, device: str) -> Path:
     store = RecordStore(directory)
     for strategy in RECORDED:
-        pte = program_path(directory, "synthetic_small", strategy)
+        pte = ResultsDir(directory).program("synthetic_small", strategy)
         pte.parent.mkdir(parents=True, exist_ok=True)
         for suffix in (".etdump", ".nodes.json"):
             shutil.copyfile(DATA / f"{strategy}{suffix}", pte.with_suffix(suffix))
@@ -180,21 +181,21 @@ IMPORTED_SETTINGS = {"warmup": 1, "iterations": 2, "repeats": 3}  # the kept ETD
 
 @pytest.fixture
 def imported(tmp_path) -> tuple[Path, list[dict]]:
-    """The kept ETDumps as if remote.py had run their programs on another machine (the runner
+    """The kept ETDumps as if remote_runner.py had run their programs on another machine (the runner
     with the event tracer, one process of 1 + 2 executions each), imported by import-remote."""
     results, archive = tmp_path / "results", tmp_path / "remote.tar"
     store = RecordStore(results)
     runs = {}
     with tarfile.open(archive, "w") as tar:
         for strategy in RECORDED:
-            pte = program_path(results, "synthetic_small", strategy)
+            pte = ResultsDir(results).program("synthetic_small", strategy)
             pte.parent.mkdir(parents=True, exist_ok=True)
             pte.write_bytes(b"program")  # import-remote copies it beside the records; nothing reads it
             shutil.copyfile(DATA / f"{strategy}.nodes.json", pte.with_suffix(".nodes.json"))
             store.append(make_record("synthetic_small", strategy, "vulkan-run", "ok", model_digest="m",
                                      strategy_digest=strategy, harness_digest="h", environment={},
                                      latency_ms_median=1000.0, latency_source="wall-clock"))
-            name = str(program_path(Path(), "synthetic_small", strategy))
+            name = str(ResultsDir(Path()).program("synthetic_small", strategy))
             runs[name] = {"latencies_ms": None, "peak_rss_bytes": 1, "etdump": True}
             tar.add(DATA / f"{strategy}.etdump", str(Path(name).with_suffix(".etdump")))
         summary = tmp_path / "remote.json"
@@ -211,7 +212,7 @@ def test_imported_latency_is_the_median_of_the_timed_method_execute_events(impor
     out, records = imported
     assert {r["strategy"] for r in records} == set(RECORDED)
     for record in records:
-        executions, load = inspector_times(program_path(out, "synthetic_small", record["strategy"])
+        executions, load = inspector_times(ResultsDir(out).program("synthetic_small", record["strategy"])
                                                 .with_suffix(".etdump"))
         timed = executions[IMPORTED_SETTINGS["warmup"]:]
         assert record["latency_source"] == "etdump" and record["iterations"] == 2

@@ -12,8 +12,9 @@ from harness.inspection import graph_view
 from harness.targets.vulkan import metrics
 from harness.inspection.explain import compare_strategies, transitions_table
 
-from .browser import chromium, screenshot
+from .helpers.browser import chromium, screenshot
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 
 
 def _json(capsys, argv) -> object:
@@ -37,7 +38,7 @@ def test_explain_mobilevit_dfs_vs_bfs_matches_compare(tmp_path, capsys):
 
 
 def test_every_transition_names_its_reader_and_constraint():
-    lowered = pipeline("mobilevit_xs.unfused").vulkan_lowering.lower(strategies.get_strategy("bfs-downstream"))
+    lowered = vulkan_lowering(pipeline("mobilevit_xs.unfused")).lower(strategies.get_strategy("bfs-downstream"))
     table = transitions_table(lowered)
     assert len(table) == len(metrics.transitions(lowered)) == 11
     assert table["consumer"].str.len().gt(0).all() and table["constraint"].str.len().gt(0).all()
@@ -48,7 +49,7 @@ def test_every_transition_names_its_reader_and_constraint():
 
 
 def test_forced_transitions_quote_the_accepted_set():
-    lowered = pipeline("resnet18").vulkan_lowering.lower(strategies.get_strategy("all-width-packed"))
+    lowered = vulkan_lowering(pipeline("resnet18")).lower(strategies.get_strategy("all-width-packed"))
     table = transitions_table(lowered)
     forced = table[table["forced"]]
     assert len(forced) > 0
@@ -57,7 +58,7 @@ def test_forced_transitions_quote_the_accepted_set():
 
 
 def test_differing_nodes_between_bfs_and_refined():
-    lowering = pipeline("mobilevit_xs.unfused").vulkan_lowering
+    lowering = vulkan_lowering(pipeline("mobilevit_xs.unfused"))
     bfs, refined = (lowering.lower(strategies.get_strategy(n)) for n in ("bfs-downstream", "bfs-refined"))
     differing, only_one = compare_strategies(bfs, refined, ("bfs-downstream", "bfs-refined"))
     assert set(differing["node"]) == {"aten_view_copy_default_90", "aten_view_copy_default_137"}
@@ -84,7 +85,7 @@ def test_report_and_graph_open_in_headless_chromium(tmp_path, capsys):
     screenshot(report, results / "report.png")
     assert _not_blank(results / "report.png")
 
-    lowered = pipeline("mobilevit_xs.unfused").vulkan_lowering.lower(strategies.get_strategy("bfs-downstream"))
+    lowered = vulkan_lowering(pipeline("mobilevit_xs.unfused")).lower(strategies.get_strategy("bfs-downstream"))
     svg = graph_view.write(lowered, "mobilevit_xs.unfused / bfs-downstream", results / "graph.svg")
     text = svg.read_text()
     assert text.count('fill="#d55e00"') + text.count('fill="#D55E00"') >= 11  # one red diamond per transition

@@ -8,7 +8,7 @@ from harness import cli
 from harness.results.gate import DEFAULT_THRESHOLDS, GateError, Threshold, judge, parse_thresholds
 from harness.results.store import RecordStore, make_record
 from strategies import _registry
-from tests.user_strategies import ShallowSearch
+from tests.helpers.user_strategies import ShallowSearch
 
 MODEL = "synthetic_small"
 

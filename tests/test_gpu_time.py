@@ -12,8 +12,9 @@ import pytest
 import strategies
 from harness.inspection import costs
 from harness.pipeline.model import pipeline
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution
+from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
 from harness.results.store import RecordStore
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.dispatches import node_map
@@ -22,7 +23,7 @@ from strategies.gpu_costs import COSTS_ENV, CostTable, LinearCost, pair_name
 from strategies.ilp import partition_problems, solve
 from strategies.layout_problem import extract, read_assignment
 
-from . import exhaustive
+from .helpers import exhaustive
 
 RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(12)]
 NAMES = [f"{storage}/{layout}" for storage in ("TEXTURE_3D", "BUFFER")
@@ -61,7 +62,7 @@ def table_file(tmp_path, monkeypatch):
 
 def test_ilp_time_equals_exhaustive_search_under_random_tables():
     for seed, name in enumerate(RANDOM_GRAPHS):
-        for problem in partition_problems(pipeline(name).vulkan_lowering.programs):
+        for problem in partition_problems(vulkan_lowering(pipeline(name)).programs):
             table = random_table(operators_of([problem]), seed)
             solution = solve(problem, "time", table=table)
             assert solution.optimal, name
@@ -71,7 +72,7 @@ def test_ilp_time_equals_exhaustive_search_under_random_tables():
 
 @pytest.mark.parametrize("model", ["synthetic_small", "synthetic:40:3"])
 def test_ilp_time_is_never_above_another_strategy_and_records_what_it_predicts(model, table_file):
-    lowering = pipeline(model).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(model))
     table = random_table(operators_of(partition_problems(lowering.programs)), 7)
     table_file(table)
     predicted = {}
@@ -100,7 +101,7 @@ def test_without_a_table_ilp_time_is_skipped_saying_how_to_get_one(tmp_path, mon
 
 
 def test_the_table_is_part_of_the_identity(tmp_path, table_file):
-    operators = operators_of(partition_problems(pipeline("synthetic_small").vulkan_lowering.programs))
+    operators = operators_of(partition_problems(vulkan_lowering(pipeline("synthetic_small")).programs))
     store = RecordStore(tmp_path)
     table_file(random_table(operators, 1))
     # The record cache outlives a test: the first sweep measures regardless of it.
@@ -116,7 +117,7 @@ def test_the_table_is_part_of_the_identity(tmp_path, table_file):
 
 
 def test_calibration_rounds_put_nodes_in_new_representations():
-    lowering = pipeline("synthetic_small").vulkan_lowering
+    lowering = vulkan_lowering(pipeline("synthetic_small"))
     seen: list[set] = []
     for number in (1, 2, 3):
         lowered = lowering.lower(strategies.get_strategy(round_name(number)))
@@ -130,7 +131,7 @@ def test_calibration_rounds_put_nodes_in_new_representations():
 def test_node_maps_name_nodes_as_the_cost_table_prices_them():
     """The fit reads (graph, node, input, output) off node maps; ilp-time and
     predicted_gpu_ms price the layout problem: both must name every node the same way."""
-    lowering = pipeline("synthetic_small").vulkan_lowering
+    lowering = vulkan_lowering(pipeline("synthetic_small"))
     for name in ("bfs-downstream", round_name(2)):
         lowered = lowering.lower(strategies.get_strategy(name))
         nodes = [(p["graph"], n) for p in node_map(lowered)["partitions"] for n in p["nodes"] if not n["transition"]]

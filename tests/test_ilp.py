@@ -6,9 +6,10 @@ import strategies
 from harness.targets.vulkan import metrics, validator
 from strategies.ilp import IlpLayout, partition_problems, solve
 
-from . import exhaustive
+from .helpers import exhaustive
 from .conftest import QUICK_ZOO
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 
 RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(50)]
 HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
@@ -17,7 +18,7 @@ HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed
 def test_ilp_equals_exhaustive_search_on_random_graphs():
     nontrivial = 0
     for name in RANDOM_GRAPHS:
-        for problem in partition_problems(pipeline(name).vulkan_lowering.programs):
+        for problem in partition_problems(vulkan_lowering(pipeline(name)).programs):
             by_count = solve(problem, "count")
             by_bytes = solve(problem, "bytes")
             assert by_count.optimal and by_bytes.optimal
@@ -30,7 +31,7 @@ def test_ilp_equals_exhaustive_search_on_random_graphs():
 
 @pytest.mark.parametrize("model", QUICK_ZOO)
 def test_ilp_is_optimal_valid_and_never_worse_than_a_heuristic(model):
-    lowering = pipeline(model).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(model))
     results = {}
     for name in (*HEURISTICS, "ilp", "ilp-bytes"):
         cls = strategies.get_strategy(name)
@@ -54,7 +55,7 @@ class HurriedIlp(IlpLayout):
 
 
 def test_time_limit_returns_a_flagged_feasible_assignment():
-    lowering = pipeline("mobilevit_xs.unfused").vulkan_lowering
+    lowering = vulkan_lowering(pipeline("mobilevit_xs.unfused"))
     hurried = lowering.lower(HurriedIlp)
     validator.validate(hurried)
     summary = strategies.summarize(HurriedIlp, [p.layout_pass for p in hurried.partitions])

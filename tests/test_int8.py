@@ -14,13 +14,14 @@ import strategies
 from harness.errors import InvalidAssignmentError, InvalidModelError, UnknownNameError
 from harness.pipeline.export_cache import export_model
 from harness.pipeline.model import pipeline
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution
+from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
 from harness.results.store import RecordStore
 from harness.targets import MeasureContext
 from harness.targets.accuracy import tolerance
 from harness.targets.vulkan import metrics, runners, validator
-from harness.targets.vulkan.targets import measure_vulkan
+from harness.targets.vulkan.targets import lower_and_count
 from models.quantization import is_quantized
 from strategies.gpu_costs import COSTS_ENV, pair_name
 from strategies.ilp import partition_problems
@@ -28,7 +29,7 @@ from strategies.representations import tensor_bytes
 
 from .conftest import QUICK_ZOO
 from .test_gpu_time import NAMES, operators_of, random_table
-from .user_models import tiny_convnet
+from .helpers.user_models import tiny_convnet
 
 MODEL = "synthetic_small.int8"
 HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")
@@ -64,11 +65,11 @@ def test_packed_int8_layouts_are_sized_as_the_runtime_pads_them():
 
 
 def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
-    lowering = pipeline(MODEL).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(MODEL))
     records = {}
     for name in (*HEURISTICS, "ilp", "ilp-bytes"):
         fields = {}
-        lowered, _ = measure_vulkan(lowering, name, fields)  # validates, raises on a violation
+        lowered, _ = lower_and_count(lowering, name, fields)  # validates, raises on a violation
         assert validator.validate(lowered) > 0
         records[name] = fields
     for name, fields in records.items():
@@ -86,7 +87,7 @@ def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
 
 
 def test_ilp_time_on_int8_is_valid_and_never_above_another_strategy(tmp_path, monkeypatch):
-    lowering = pipeline(MODEL).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(MODEL))
     int8_names = [pair_name((VkStorageType.BUFFER, layout)) for layout in sorted(vk_utils.all_quantized_memory_layouts)]
     table = random_table(operators_of(partition_problems(lowering.programs)), 7, (*NAMES, *int8_names))
     path = tmp_path / "costs.json"
@@ -104,19 +105,19 @@ def test_ilp_time_on_int8_is_valid_and_never_above_another_strategy(tmp_path, mo
 
 def test_float_records_say_float32_with_no_int8_transitions():
     fields = {}
-    measure_vulkan(pipeline("synthetic_small").vulkan_lowering, "all-width-packed", fields)
+    lower_and_count(vulkan_lowering(pipeline("synthetic_small")), "all-width-packed", fields)
     assert fields["precision"] == "float32"
     assert fields["transitions"] > 0 and fields["int8_transitions"] == 0 == fields["int8_transition_bytes"]
 
 
 def test_validator_rejects_an_int8_tensor_outside_its_packed_int8_layout():
-    lowered = pipeline(MODEL).vulkan_lowering.lower(strategies.get_strategy("tests.user_strategies:Int8AsWidthPacked"))
+    lowered = vulkan_lowering(pipeline(MODEL)).lower(strategies.get_strategy("tests.helpers.user_strategies:Int8AsWidthPacked"))
     with pytest.raises(InvalidAssignmentError, match=r"got BUFFER/WIDTH_PACKED, accepts .*PACKED_INT8"):
         validator.validate(lowered)
 
 
-@pytest.mark.parametrize("factory", ["tests.user_models:quantized_tiny_convnet",
-                                     "tests.user_models:exported_tiny_convnet"])
+@pytest.mark.parametrize("factory", ["tests.helpers.user_models:quantized_tiny_convnet",
+                                     "tests.helpers.user_models:exported_tiny_convnet"])
 def test_a_factory_may_return_an_exported_or_quantized_module(factory):
     spec = models.create(factory)
     exported = export_model(spec)
@@ -135,7 +136,7 @@ def test_a_saved_program_quantizes_as_int8(tmp_path):
 
 def test_an_int8_variant_of_a_quantized_model_is_one_clear_error():
     with pytest.raises(InvalidModelError, match=r"quantized already; name it without \.int8"):
-        models.create("tests.user_models:quantized_tiny_convnet.int8")
+        models.create("tests.helpers.user_models:quantized_tiny_convnet.int8")
 
 
 def test_int8_programs_get_an_int8_tolerance():

@@ -7,6 +7,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 import strategies
 from harness.targets.vulkan import metrics
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 
 TEXTURE, BUFFER = VkStorageType.TEXTURE_3D, VkStorageType.BUFFER
 W, C = VkMemoryLayout.TENSOR_WIDTH_PACKED, VkMemoryLayout.TENSOR_CHANNELS_PACKED
@@ -26,7 +27,7 @@ def test_tensor_bytes_include_texture_padding(dims, storage, layout, expected):
 
 
 def test_transitions_are_exactly_the_clones_the_pass_added():
-    lowering = pipeline("synthetic_small").vulkan_lowering
+    lowering = vulkan_lowering(pipeline("synthetic_small"))
     for name in strategies.list_strategies():
         lowered = lowering.lower(strategies.get_strategy(name))
         found = metrics.transitions(lowered)
@@ -40,13 +41,13 @@ def test_transitions_are_exactly_the_clones_the_pass_added():
 
 
 def test_memory_counts_transitions_no_more_than_total():
-    lowered = pipeline("mobilevit_xs.unfused").vulkan_lowering.lower(strategies.get_strategy("all-width-packed"))
+    lowered = vulkan_lowering(pipeline("mobilevit_xs.unfused")).lower(strategies.get_strategy("all-width-packed"))
     memory = metrics.delegate_memory(lowered)
     assert 0 < memory.transition_bytes < memory.total_bytes
 
 
 def test_metrics_are_deterministic():
-    lowering = pipeline("synthetic_small").vulkan_lowering
+    lowering = vulkan_lowering(pipeline("synthetic_small"))
     bfs = strategies.get_strategy("bfs-downstream")
     first, second = lowering.lower(bfs), lowering.lower(bfs)
     assert metrics.transitions(first) == metrics.transitions(second)

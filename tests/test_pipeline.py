@@ -15,6 +15,7 @@ from harness.targets.vulkan.lowering import lowered_modules, payload_digest
 
 from .conftest import QUICK_ZOO
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 
 
 def _node_reprs(lowered):
@@ -30,7 +31,7 @@ def _node_reprs(lowered):
 
 @pytest.mark.parametrize("model", QUICK_ZOO)
 def test_bfs_downstream_is_the_unmodified_pass(model):
-    lowering = pipeline(model).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(model))
     bfs = lowering.lower(strategies.get_strategy("bfs-downstream"))
     unmodified = lowering.lower(TagMemoryMetaPass)
     assert _node_reprs(bfs) == _node_reprs(unmodified)
@@ -48,7 +49,7 @@ def test_bfs_downstream_is_the_unmodified_pass(model):
 def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, strategy):
     """The .pte made from the program emitted once per model is byte for byte what
     ExecuTorch's to_executorch() writes for the strategy's delegates."""
-    lowering = pipeline(model).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(model))
     lowered = lowering.lower(strategies.get_strategy(strategy))
     assert validator.validate(lowered) > 0
     pte = bytes(lowered.to_pte())
@@ -61,7 +62,7 @@ def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, str
 
 @pytest.mark.parametrize("model", ["synthetic_small", "mobilevit_xs.unfused"])
 def test_strategies_do_not_leak_into_each_other(model):
-    lowering = pipeline(model).vulkan_lowering
+    lowering = vulkan_lowering(pipeline(model))
     bfs = strategies.get_strategy("bfs-downstream")
     first = [p.result.processed_bytes for p in lowering.lower(bfs).partitions]
     for name in strategies.list_strategies():
@@ -71,7 +72,7 @@ def test_strategies_do_not_leak_into_each_other(model):
 
 
 def _transition_count(model, strategy):
-    lowered = pipeline(model).vulkan_lowering.lower(strategies.get_strategy(strategy))
+    lowered = vulkan_lowering(pipeline(model)).lower(strategies.get_strategy(strategy))
     return len(metrics.transitions(lowered))
 
 

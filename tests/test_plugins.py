@@ -12,11 +12,11 @@ import torch
 
 import models
 from benchmarks import bench_vulkan_layout
-from tests.user_models import tiny_convnet
+from tests.helpers.user_models import tiny_convnet
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 TESTS = Path(__file__).resolve().parent
-FACTORY = "tests.user_models:tiny_convnet"
+FACTORY = "tests.helpers.user_models:tiny_convnet"
 
 
 def _run(*args, cwd=None):
@@ -50,7 +50,7 @@ def edited_pass(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_user_models_by_module_file_and_saved_program_on_the_command_line(tmp_path, saved_program):
-    by_file = f"{TESTS / 'user_models.py'}:tiny_convnet"
+    by_file = f"{TESTS / 'helpers' / 'user_models.py'}:tiny_convnet"
     names = [FACTORY, by_file, str(saved_program)]
     result = _run("run", "--models", ",".join(names), "--strategies", "bfs-downstream", "--out", str(tmp_path),
                   "--format", "json")
@@ -90,7 +90,7 @@ def test_user_model_by_entry_point(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "name, message",
     [
-        ("tests.user_models:missing", "unknown model 'tests.user_models:missing'"),
+        ("tests.helpers.user_models:missing", "unknown model 'tests.helpers.user_models:missing'"),
         ("no_such_package.models:factory", "cannot import 'no_such_package.models'"),
         ("/nonexistent/model.pt2", "no saved program at /nonexistent/model.pt2"),
     ],
@@ -103,12 +103,12 @@ def test_bad_user_models_are_one_line_and_exit_2(tmp_path, name, message):
 
 
 def test_a_factory_returning_the_wrong_thing_is_a_failed_record(tmp_path):
-    result = _run("run", "--models", "tests.user_models:not_a_model", "--strategies", "bfs-downstream",
+    result = _run("run", "--models", "tests.helpers.user_models:not_a_model", "--strategies", "bfs-downstream",
                   "--out", str(tmp_path), "--format", "json")
     assert result.returncode == 1
     [record] = json.loads(result.stdout)
     assert record["status"] == "failed"
-    assert record["reason"] == ("model factory 'tests.user_models:not_a_model' returned str; "
+    assert record["reason"] == ("model factory 'tests.helpers.user_models:not_a_model' returned str; "
                                 "return (module, example_inputs) or a models.ModelSpec")
 
 
@@ -120,12 +120,12 @@ def test_an_edited_copy_of_the_pass_is_measured_beside_the_installed_one(tmp_pat
     assert result.returncode == 0, result.stderr
     transitions = {r["strategy"]: r["transitions"] for r in json.loads(result.stdout)}
     # The copy as installed decides exactly as bfs-downstream; the edit (a 4-node search) costs
-    # synthetic_small one transition, as tests/user_strategies.ShallowSearch does by subclassing.
+    # synthetic_small one transition, as tests/helpers/user_strategies.ShallowSearch does by subclassing.
     assert transitions == {names[0]: 9, names[1]: 9, names[2]: 10}
 
 
 def test_an_unexpected_error_is_a_failed_record_with_its_traceback_logged(tmp_path):
-    result = _run("run", "--models", "synthetic_small", "--strategies", "bfs-downstream,tests.user_strategies:Crashes",
+    result = _run("run", "--models", "synthetic_small", "--strategies", "bfs-downstream,tests.helpers.user_strategies:Crashes",
                   "--out", str(tmp_path), "--format", "json")
     assert result.returncode == 1
     ok, crashed = json.loads(result.stdout)
@@ -134,4 +134,4 @@ def test_an_unexpected_error_is_a_failed_record_with_its_traceback_logged(tmp_pa
     log = Path(crashed["log"])
     assert log.parent == (tmp_path / "logs").resolve()
     assert "Traceback" in log.read_text() and "a bug in the user's pass" in log.read_text()
-    assert "synthetic_small / tests.user_strategies:Crashes: RuntimeError: a bug in the user's pass" in result.stderr
+    assert "synthetic_small / tests.helpers.user_strategies:Crashes: RuntimeError: a bug in the user's pass" in result.stderr

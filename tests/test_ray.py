@@ -3,14 +3,14 @@ sweep gives, crashes included, streamed into the driver's results directory."""
 
 import pytest
 
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
 from harness.results.store import RecordStore
 
 pytest.importorskip("ray")
 
 MODELS = ["synthetic_small", "synthetic:12"]
-STRATEGIES = ["bfs-downstream", "tests.user_strategies:Aborts", "all-width-packed"]
+STRATEGIES = ["bfs-downstream", "tests.helpers.user_strategies:Aborts", "all-width-packed"]
 
 
 def _summary(records):
@@ -26,4 +26,4 @@ def test_a_ray_sweep_records_what_a_local_sweep_records(tmp_path):
     assert len(sweep.measured) == len(MODELS) * len(STRATEGIES)
     assert _summary(on_ray.read()) == _summary(local.read())
     statuses = {(r["strategy"], r["status"]) for r in on_ray.read()}
-    assert ("tests.user_strategies:Aborts", "failed") in statuses and ("all-width-packed", "ok") in statuses
+    assert ("tests.helpers.user_strategies:Aborts", "failed") in statuses and ("all-width-packed", "ok") in statuses

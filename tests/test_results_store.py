@@ -12,8 +12,9 @@ import pytest
 
 import strategies
 from harness import cli
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
+from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
 
 STRATEGIES = strategies.list_strategies()
@@ -169,3 +170,18 @@ def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f"layoutbench: error: no records in '{tmp_path}'; "
                                        f"run layoutbench run --out {tmp_path} first\n")
+
+
+def test_a_results_directory_keeps_the_layout_earlier_versions_wrote(tmp_path):
+    """Every path of a results directory comes from ResultsDir; these are the paths results
+    written before it existed use, so those directories still load, profile and import."""
+    layout = ResultsDir(tmp_path)
+    assert RecordStore(tmp_path).path == layout.records == tmp_path / "records.jsonl"
+    assert layout.log("timm:vit", "mod:Cls", "vulkan") == tmp_path / "logs" / "timm_vit--mod_Cls--vulkan.log"
+    assert layout.log("m", None, "tosa", ".crash.log") == tmp_path / "logs" / "m--none--tosa.crash.log"
+    program = layout.program("a/b", "pkg.mod:Cls")
+    assert program == tmp_path / "programs" / "a_b" / "pkg.mod.Cls.pte"
+    assert [ResultsDir.beside(program, kind).name for kind in ("node_map", "etdump", "inputs")] == [
+        "pkg.mod.Cls.nodes.json", "pkg.mod.Cls.etdump", "pkg.mod.Cls.inputs"]
+    assert layout.profile_chart("m", ["a", "x:B"]) == tmp_path / "profile-m-a-vs-x.B.png"
+    assert (layout.cost_table, layout.report) == (tmp_path / "costs.json", tmp_path / "report.html")

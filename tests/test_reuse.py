@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
 from harness.results import provenance
 from harness.results.store import RecordStore
 
@@ -32,7 +32,7 @@ def checkout(tmp_path_factory) -> Path:
     """A working copy of the project (as a dirty tree would be), with its own caches, and a
     user's plug-in module beside it."""
     root = tmp_path_factory.mktemp("checkout")
-    for item in ("harness", "strategies", "models", "tests"):
+    for item in ("layoutkit", "harness", "strategies", "models", "tests"):
         shutil.copytree(ROOT / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "mymod.py").write_text(USER_PASS)
     return root
@@ -55,7 +55,7 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-STRATEGIES = "bfs-downstream,dfs-upstream,tests.user_strategies:PreferChannelsPacked,mymod:Mine"
+STRATEGIES = "bfs-downstream,dfs-upstream,tests.helpers.user_strategies:PreferChannelsPacked,mymod:Mine"
 
 
 def test_unchanged_is_reused_and_changed_code_is_measured_again(checkout):
@@ -115,7 +115,7 @@ def test_a_tool_version_change_measures_again(tmp_path, monkeypatch):
 
 def test_a_failure_the_code_would_repeat_is_reused_with_its_log(tmp_path, monkeypatch):
     monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    crashes, in_process = "tests.user_strategies:Crashes", Execution(workers=0)
+    crashes, in_process = "tests.helpers.user_strategies:Crashes", Execution(workers=0)
     [failed] = run_sweep(["synthetic_small"], [crashes], "vulkan", RecordStore(tmp_path / "a"),
                          execution=in_process).measured
     assert failed["status"] == "failed" and failed["repeatable"] is True

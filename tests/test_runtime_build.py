@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.targets.vulkan import runners, runtime_build
+from harness.targets.vulkan import runners, runtime_build, runtime_source
 
 DEFAULT_SOURCE = Path.home() / ".cache" / "layoutbench-src" / "executorch"
-STAND_IN = Path(__file__).with_name("fake_executor_runner.py")
+STAND_IN = Path(__file__).parent / "helpers" / "fake_executor_runner.py"
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_report_names_the_newest_build_its_rule_digest_and_flags(empty_cache, ca
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"runtime: {newer}"
     assert lines[1] == f"found as: {runners.BUILT}"
-    assert lines[2] == f"sha256: {runtime_build.file_digest(newer)}"
+    assert lines[2] == f"sha256: {runtime_source.file_digest(newer)}"
     assert lines[3] == ("built: 2026-11-24T09:00:00Z from /src/executorch (git commit abc) in 0.5 min "
                         "(the first build: 6.0 min)")
     assert lines[4] == "flags: -DCMAKE_BUILD_TYPE=Release -DEXECUTORCH_BUILD_VULKAN=ON"
@@ -87,7 +87,7 @@ def test_the_earlier_rules_win_over_a_build(empty_cache, tmp_path, monkeypatch, 
 
 
 def test_without_source_or_internet_one_line_says_pass_source(empty_cache, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(runtime_build, "EXECUTORCH_GIT_URL", str(tmp_path / "unreachable.git"))
+    monkeypatch.setattr(runtime_source, "EXECUTORCH_GIT_URL", str(tmp_path / "unreachable.git"))
     assert cli.main(["runtime", "build"]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("layoutbench: error: could not clone ExecuTorch v")
@@ -117,32 +117,32 @@ def test_cache_key_follows_commit_changes_and_flags(empty_cache, tmp_path):
     _git(tree, "init", "-q")
     _git(tree, "add", ".")
     _git(tree, "commit", "-qm", "one")
-    first = runtime_build.source_tree(tree)
+    first = runtime_source.source_tree(tree)
     assert first.described == f"git commit {first.identity}" and len(first.identity) == 40
     flags = runtime_build.BUILD_FLAGS
     key = runtime_build.build_dir(first, flags)
     assert key.parent == runners.runtime_dir() and key.name.startswith(first.identity[:12])
     assert runtime_build.build_dir(first, (*flags, "-DEXECUTORCH_ENABLE_LOGGING=ON")) != key
     (tree / "runtime" / "a.cpp").write_text("int b;")
-    edited = runtime_build.source_tree(tree)
+    edited = runtime_source.source_tree(tree)
     assert edited.identity.startswith(first.identity + "+") and runtime_build.build_dir(edited, flags) != key
     _git(tree, "commit", "-qam", "two")
-    assert runtime_build.source_tree(tree).identity not in (first.identity, edited.identity)
+    assert runtime_source.source_tree(tree).identity not in (first.identity, edited.identity)
 
 
 def test_a_tree_without_git_is_keyed_by_its_files_not_by_build_outputs(tmp_path):
     tree = tmp_path / "executorch"
     (tree / "third-party" / "flatcc" / "src").mkdir(parents=True)
     (tree / "third-party" / "flatcc" / "src" / "c.c").write_text("int c;")
-    first = runtime_build.source_tree(tree)
+    first = runtime_source.source_tree(tree)
     assert first.identity.startswith("files-") and "not a git checkout" in first.described
     (tree / "third-party" / "flatcc" / "lib").mkdir()
     (tree / "third-party" / "flatcc" / "lib" / "libflatccrt.a").write_text("built")
     (tree / "__pycache__").mkdir()
     (tree / "__pycache__" / "gen.pyc").write_text("built")
-    assert runtime_build.source_tree(tree).identity == first.identity
+    assert runtime_source.source_tree(tree).identity == first.identity
     (tree / "third-party" / "flatcc" / "src" / "c.c").write_text("int d;")
-    assert runtime_build.source_tree(tree).identity != first.identity
+    assert runtime_source.source_tree(tree).identity != first.identity
 
 
 def test_a_tree_named_otherwise_or_without_json_is_staged_as_executorch(tmp_path):
@@ -150,7 +150,7 @@ def test_a_tree_named_otherwise_or_without_json_is_staged_as_executorch(tmp_path
     (source / "third-party" / "gflags").mkdir(parents=True)
     (source / "third-party" / "json").mkdir()
     (source / "CMakeLists.txt").write_text("")
-    staged = runtime_build._staged_source(source, tmp_path / "build")
+    staged = runtime_source.staged_source(source, tmp_path / "build")
     assert staged.name == "executorch" and (staged / "CMakeLists.txt").resolve() == source / "CMakeLists.txt"
     assert (staged / "third-party" / "gflags").resolve() == source / "third-party" / "gflags"
     assert "add_library(nlohmann_json INTERFACE)" in (staged / "third-party" / "json" / "CMakeLists.txt").read_text()
@@ -158,7 +158,7 @@ def test_a_tree_named_otherwise_or_without_json_is_staged_as_executorch(tmp_path
     complete = tmp_path / "executorch"
     (complete / "third-party" / "json").mkdir(parents=True)
     (complete / "third-party" / "json" / "CMakeLists.txt").write_text("project(json)")
-    assert runtime_build._staged_source(complete, tmp_path / "build2") == complete
+    assert runtime_source.staged_source(complete, tmp_path / "build2") == complete
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_built_runner_runs_a_vulkan_program_with_no_flag(executorch_source, tmp_
     assert cli.main(["runtime", "build", "--source", str(executorch_source)]) == 0
     assert capsys.readouterr().err.strip().splitlines() == [
         f"layoutbench runtime build: reusing {binary} (built from {executorch_source.resolve()}, "
-        f"{runtime_build.source_tree(executorch_source).described}; same flags); --rebuild compiles again"]
+        f"{runtime_source.source_tree(executorch_source).described}; same flags); --rebuild compiles again"]
     assert runners.locate_runtime(None)[1] == runners.BUILT
     # In this process, whose PATH was just changed: a fork server started earlier keeps the PATH it had.
     code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target",
@@ -217,10 +217,10 @@ def test_without_source_the_installed_tag_is_cloned_with_the_runners_submodules(
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
     upstream = tmp_path / "upstream"
     modules = []
-    for index, name in enumerate((*runtime_build.RUNNER_SUBMODULES, runtime_build.JSON_SUBMODULE)):
+    for index, name in enumerate((*runtime_source.RUNNER_SUBMODULES, runtime_source.JSON_SUBMODULE)):
         repository = tmp_path / "submodules" / str(index)
         commit = _repository(repository, {"include/header.h": name})
-        url = f"file://{repository}" if name != runtime_build.JSON_SUBMODULE else f"file://{tmp_path}/gone"
+        url = f"file://{repository}" if name != runtime_source.JSON_SUBMODULE else f"file://{tmp_path}/gone"
         modules.append((name, commit, url))
     _repository(upstream, {"CMakeLists.txt": "", "backends/vulkan/CMakeLists.txt": "", ".gitmodules": "".join(
         f'[submodule "{name}"]\n\tpath = {name}\n\turl = {url}\n' for name, _, url in modules)})
@@ -229,20 +229,20 @@ def test_without_source_the_installed_tag_is_cloned_with_the_runners_submodules(
     _git(upstream, "commit", "-qm", "submodules")
     tag = f"v{importlib.metadata.version('executorch').split('+')[0]}"
     _git(upstream, "tag", tag)
-    monkeypatch.setattr(runtime_build, "EXECUTORCH_GIT_URL", f"file://{upstream}")
+    monkeypatch.setattr(runtime_source, "EXECUTORCH_GIT_URL", f"file://{upstream}")
 
-    source = runtime_build._cloned_source()
+    source = runtime_source.cloned_source()
     assert source == runners.runtime_dir() / "source" / tag / "executorch"
-    runtime_build._check_source(source)
-    assert (source / runtime_build.RUNNER_SUBMODULES[0] / "include" / "header.h").read_text() == \
-        runtime_build.RUNNER_SUBMODULES[0]
-    assert not any((source / runtime_build.JSON_SUBMODULE).iterdir())
-    clean = runtime_build.source_tree(source)
+    runtime_source.check_source(source)
+    assert (source / runtime_source.RUNNER_SUBMODULES[0] / "include" / "header.h").read_text() == \
+        runtime_source.RUNNER_SUBMODULES[0]
+    assert not any((source / runtime_source.JSON_SUBMODULE).iterdir())
+    clean = runtime_source.source_tree(source)
     assert clean.described.startswith("git commit ")
-    header = source / runtime_build.RUNNER_SUBMODULES[0] / "include" / "header.h"
+    header = source / runtime_source.RUNNER_SUBMODULES[0] / "include" / "header.h"
     header.with_name("built.o").write_text("a build's output")
-    assert runtime_build.source_tree(source) == clean
+    assert runtime_source.source_tree(source) == clean
     header.write_text("edited")
-    assert runtime_build.source_tree(source).identity.startswith(clean.identity + "+")
+    assert runtime_source.source_tree(source).identity.startswith(clean.identity + "+")
     upstream.rename(tmp_path / "upstream-gone")
-    assert runtime_build._cloned_source() == source  # kept: no second clone
+    assert runtime_source.cloned_source() == source  # kept: no second clone

@@ -6,6 +6,7 @@ import strategies
 from harness.targets.vulkan import validator
 from harness.errors import InvalidAssignmentError, UnknownNameError
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import vulkan_lowering
 
 BUILT_INS = {"bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed"}
 
@@ -31,8 +32,8 @@ def test_unknown_strategy_names_the_known_ones():
 @pytest.mark.parametrize(
     "path, reason",
     [
-        ("tests.user_strategies:NotAPass", "not a TagMemoryMetaPass"),
-        ("tests.user_strategies:Missing", "has no 'Missing'"),
+        ("tests.helpers.user_strategies:NotAPass", "not a TagMemoryMetaPass"),
+        ("tests.helpers.user_strategies:Missing", "has no 'Missing'"),
         ("no_such_package.mod:Class", "cannot import"),
     ],
 )
@@ -42,12 +43,12 @@ def test_bad_user_strategy_paths_fail_clearly(path, reason):
 
 
 def test_user_strategy_by_module_path():
-    from tests.user_strategies import PreferChannelsPacked
+    from tests.helpers.user_strategies import PreferChannelsPacked
 
-    assert strategies.get_strategy("tests.user_strategies:PreferChannelsPacked") is PreferChannelsPacked
-    assert strategies.resolve_strategies("bfs-downstream, tests.user_strategies:PreferChannelsPacked") == [
+    assert strategies.get_strategy("tests.helpers.user_strategies:PreferChannelsPacked") is PreferChannelsPacked
+    assert strategies.resolve_strategies("bfs-downstream, tests.helpers.user_strategies:PreferChannelsPacked") == [
         "bfs-downstream",
-        "tests.user_strategies:PreferChannelsPacked",
+        "tests.helpers.user_strategies:PreferChannelsPacked",
     ]
 
 
@@ -56,26 +57,26 @@ def test_user_strategy_by_entry_point(tmp_path, monkeypatch):
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: user-layouts\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(
-        f"[{strategies.ENTRY_POINT_GROUP}]\nprefer-channels = tests.user_strategies:PreferChannelsPacked\n"
+        f"[{strategies.ENTRY_POINT_GROUP}]\nprefer-channels = tests.helpers.user_strategies:PreferChannelsPacked\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "prefer-channels" in strategies.list_strategies()
     assert "prefer-channels" in strategies.resolve_strategies("all")
-    from tests.user_strategies import PreferChannelsPacked
+    from tests.helpers.user_strategies import PreferChannelsPacked
 
     assert strategies.get_strategy("prefer-channels") is PreferChannelsPacked
 
 
 def test_user_strategy_is_lowered_and_validated():
-    lowered = pipeline("synthetic_small").vulkan_lowering.lower(
-        strategies.get_strategy("tests.user_strategies:PreferChannelsPacked")
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(
+        strategies.get_strategy("tests.helpers.user_strategies:PreferChannelsPacked")
     )
     assert validator.validate(lowered) > 0
 
 
 def test_validator_names_node_representation_and_accepted_set():
-    lowered = pipeline("synthetic_small").vulkan_lowering.lower(
-        strategies.get_strategy("tests.user_strategies:IgnoresOperatorRules")
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(
+        strategies.get_strategy("tests.helpers.user_strategies:IgnoresOperatorRules")
     )
     with pytest.raises(InvalidAssignmentError) as raised:
         validator.validate(lowered)
@@ -86,8 +87,8 @@ def test_validator_names_node_representation_and_accepted_set():
 
 
 def test_validator_rejects_a_float_tensor_in_a_packed_int8_layout():
-    lowered = pipeline("synthetic_small").vulkan_lowering.lower(
-        strategies.get_strategy("tests.user_strategies:FloatAsPackedInt8")
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(
+        strategies.get_strategy("tests.helpers.user_strategies:FloatAsPackedInt8")
     )
     with pytest.raises(InvalidAssignmentError, match="torch.float32 tensor got BUFFER/PACKED_INT8_4W"):
         validator.validate(lowered)

@@ -15,19 +15,21 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.cache import KINDS, cache_root
+from harness.cache import KINDS
 from harness.targets.vulkan import runners
 from harness.results.store import RecordStore
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
 from harness.targets import MeasureContext
 from harness.targets.accuracy import flat_outputs
-from harness.pipeline.model import PREFIXES, pipeline, prefix_key
+from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
+from layoutkit.files import cache_root
 
-from .fake_executor_runner import WITHOUT_EVENT_TRACER
+from .helpers.fake_executor_runner import WITHOUT_EVENT_TRACER
 from .test_dispatches import inspector_times
-from .sweep_events import SweepEvents
-from .user_strategies import waiting_for_a_cache_read
+from .helpers.sweep_events import SweepEvents
+from .helpers.user_strategies import waiting_for_a_cache_read
 
 SETTINGS = runners.RunSettings(warmup=1, iterations=3, repeats=2)
 
@@ -118,7 +120,7 @@ def test_a_bad_runner_path_is_one_clear_error(tmp_path, capsys):
 
 def test_pybindings_measure_a_real_program(xnnpack_program, tmp_path):
     path, exported = xnnpack_program
-    fields = runners.measure_run(runners.Pybindings(), path, exported.module(), exported.example_inputs[0],
+    fields = runners.run_program(runners.Pybindings(), path, exported.module(), exported.example_inputs[0],
                                  SETTINGS, tmp_path)
     assert fields["runtime"] == "pybindings"
     assert_latency_is_the_timed_events_median(fields, path.with_suffix(".etdump"), SETTINGS)  # its ETDump, kept
@@ -134,16 +136,16 @@ def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
     def off_by_one(*inputs):
         return [t + 1 for t in flat_outputs(exported.module()(*inputs))]
 
-    fields = runners.measure_run(runners.Pybindings(), path, off_by_one, exported.example_inputs[0], SETTINGS, tmp_path)
+    fields = runners.run_program(runners.Pybindings(), path, off_by_one, exported.example_inputs[0], SETTINGS, tmp_path)
     assert fields["max_abs_error"] == pytest.approx(1.0, abs=1e-4)
     assert fields["max_abs_error"] > fields["error_tolerance"]
 
 
 def _stand_in(directory: Path, environment: str = "") -> Path:
-    """An executable with executor_runner's flags (tests/fake_executor_runner.py)."""
+    """An executable with executor_runner's flags (tests/helpers/fake_executor_runner.py)."""
     wrapper = directory / "bin" / "executor_runner"
     wrapper.parent.mkdir()
-    stand_in = os.path.join(os.path.dirname(__file__), "fake_executor_runner.py")
+    stand_in = os.path.join(os.path.dirname(__file__), "helpers", "fake_executor_runner.py")
     wrapper.write_text(f"#!/bin/sh\n{environment}exec {sys.executable} {stand_in} \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper
@@ -160,7 +162,7 @@ def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand
     timed ones' Method::execute events in the ETDump kept beside the program."""
     path, exported = xnnpack_program
     path.with_suffix(".etdump").unlink(missing_ok=True)
-    fields = runners.measure_run(runners.ExecutorRunner(str(stand_in_runner)), path, exported.module(),
+    fields = runners.run_program(runners.ExecutorRunner(str(stand_in_runner)), path, exported.module(),
                                  exported.example_inputs[0], SETTINGS, tmp_path / "work")
     assert runner_processes == [SETTINGS.warmup + SETTINGS.iterations]
     assert fields["runtime"] == "executor_runner"
@@ -176,7 +178,7 @@ def test_a_runner_without_the_event_tracer_is_timed_by_wall_clock(xnnpack_progra
     path, exported = xnnpack_program
     runner = _stand_in(tmp_path, f"export {WITHOUT_EVENT_TRACER}=1\n")  # it would exit on --etdump_path
     settings = runners.RunSettings(warmup=1, iterations=2, repeats=1)
-    fields = runners.measure_run(runners.ExecutorRunner(str(runner)), path, exported.module(),
+    fields = runners.run_program(runners.ExecutorRunner(str(runner)), path, exported.module(),
                                  exported.example_inputs[0], settings, tmp_path / "work")
     assert runner_processes == [3, 1, 3]
     assert fields["latency_source"] == "wall-clock" and fields["load_ms"] is None
@@ -185,7 +187,7 @@ def test_a_runner_without_the_event_tracer_is_timed_by_wall_clock(xnnpack_progra
 
 
 def test_one_runner_process_where_it_writes_an_etdump(tmp_path):
-    from harness.targets.vulkan.remote import RUNNER_ETDUMP, run_timed
+    from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_timed
 
     counts = []
 
@@ -215,7 +217,7 @@ def test_relative_paths_reach_the_runner_absolute(xnnpack_program, tmp_path, mon
     (tmp_path / "results").mkdir()
     shutil.copy(path, tmp_path / "results" / "program.pte")
     monkeypatch.chdir(tmp_path)
-    fields = runners.measure_run(runners.ExecutorRunner(str(stand_in_runner)), Path("results/program.pte"),
+    fields = runners.run_program(runners.ExecutorRunner(str(stand_in_runner)), Path("results/program.pte"),
                                  exported.module(), exported.example_inputs[0], SETTINGS, Path("work"))
     assert fields["max_abs_error"] < 1e-4
 
@@ -250,48 +252,21 @@ def test_no_worker_loads_early_beside_a_timed_run(tmp_path, monkeypatch, stand_i
     model's prefix is still unread."""
     models = ["synthetic_small", "synthetic:12"]
     for model in models:
-        pipeline(model).vulkan_lowering  # in the cache
+        vulkan_lowering(pipeline(model))  # in the cache
     entry = PREFIXES.path(prefix_key(models[1]))
     log = waiting_for_a_cache_read(monkeypatch, tmp_path, entry, wait_seconds=5)
     unread = entry.stat().st_mtime
     read_by_first_record = []
     events = SweepEvents(on_record=lambda record: read_by_first_record.append(entry.stat().st_mtime != unread))
     results = tmp_path / "results"
-    sweep = run_sweep(models, ["tests.user_strategies:WaitsForACacheRead"], "vulkan-run", RecordStore(results), events,
+    sweep = run_sweep(models, ["tests.helpers.user_strategies:WaitsForACacheRead"], "vulkan-run", RecordStore(results), events,
                       context=MeasureContext(results, et_runner=str(stand_in_runner), run_settings=SETTINGS),
                       execution=Execution(workers=1))
     assert [r["model"] for r in sweep.records] == models, [r["reason"] for r in sweep.records]
     assert log.read_text() == "unread\n"
     assert read_by_first_record[0] is False
-    first_done = events.index(("record", models[0], "tests.user_strategies:WaitsForACacheRead"))
+    first_done = events.index(("record", models[0], "tests.helpers.user_strategies:WaitsForACacheRead"))
     assert events.index(("stage", f"{models[1]}: building the model")) > first_done
-
-
-def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):
-    """remote.py, as a plain script (it imports nothing of ours but device.py), on a results
-    directory's programs; a program the runner cannot run is reported, not fatal."""
-    import subprocess
-    import tarfile
-
-    path, exported = xnnpack_program
-    good = tmp_path / "results" / "programs" / "m" / "s.pte"
-    good.parent.mkdir(parents=True)
-    shutil.copy(path, good)
-    runners.ExecutorRunner.write_inputs(list(exported.example_inputs[0]), good.with_suffix(".inputs"))
-    (good.parent / "broken.pte").write_bytes(b"not a program")
-    script = Path(runners.__file__).with_name("remote.py")
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "results"), str(stand_in_runner),
-                           str(tmp_path / "out.tar"), "--iterations", "2", "--repeats", "2"],
-                          capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    with tarfile.open(tmp_path / "out.tar") as archive:
-        summary = json.load(archive.extractfile("remote.json"))
-        names = archive.getnames()
-    run = summary["programs"]["programs/m/s.pte"]
-    assert run["etdump"] and run["latencies_ms"] is None  # timed by the ETDump's events, read at import
-    assert "programs/m/s.etdump" in names
-    assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
-    assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2}
 
 
 @pytest.fixture
@@ -330,8 +305,8 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
     assert result["summary"]["latency_source"] == "etdump" and result["summary"]["load_ms"] > 0
     assert (results / "profile-synthetic_small-bfs-downstream-vs-all-width-packed.png").stat().st_size > 0
 
-    from harness.pipeline.remote_runs import import_remote
-    from harness.targets.vulkan.remote import run_programs
+    from harness.targets.vulkan.remote_import import import_remote
+    from harness.targets.vulkan.remote_runner import run_programs
 
     run_programs(results, real_runner.path, tmp_path / "remote.tar", warmup=1, iterations=2, repeats=2)
     imported = import_remote(results, tmp_path / "remote.tar", tmp_path / "remote")
@@ -349,13 +324,13 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
 def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):
     """profile and costs read the program, node map and ETDump beside a record: a record
     (from this directory or the record cache) whose files are not here is measured again."""
+    from harness.results.results_dir import ResultsDir
     from harness.targets import get_target
-    from harness.targets.vulkan.targets import program_path
 
     target, context = get_target("vulkan-run"), MeasureContext(tmp_path)
     record = {"model": "m", "strategy": "s", "latency_source": "etdump"}
     assert not target.reusable(record, context)
-    pte = program_path(tmp_path, "m", "s")
+    pte = ResultsDir(tmp_path).program("m", "s")
     pte.parent.mkdir(parents=True)
     for suffix in (".pte", ".nodes.json"):
         pte.with_suffix(suffix).write_bytes(b"kept")
@@ -363,13 +338,3 @@ def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):
     assert target.reusable({**record, "latency_source": "wall-clock"}, context)  # a runner without the event tracer
     pte.with_suffix(".etdump").write_bytes(b"kept")
     assert target.reusable(record, context)
-
-
-def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():
-    from harness.targets.vulkan.remote import time_runner
-
-    walls = iter([0.1, 0.30, 0.2, 0.2, 0.25, 0.3, 0.7])  # warm-up, then (1, N + 1) pairs; the first is noise
-    latencies, _ = time_runner(lambda count: (next(walls), 1), warmup=1, iterations=4, repeats=3)
-    assert latencies == pytest.approx([(0.25 - 0.2) / 4 * 1000, (0.7 - 0.3) / 4 * 1000])
-    with pytest.raises(runners.RuntimeFailure, match="raise it"):
-        time_runner(lambda count: (0.2, 1), 0, 20, 3, runners.RuntimeFailure)

@@ -11,18 +11,21 @@ import time
 import psutil
 import pytest
 
-from harness.pipeline.measure import Job, measure_job
-from harness.pipeline.model import PREFIXES, pipeline, prefix_key
-from harness.pipeline.sweep import run_sweep
-from harness.pipeline.workers import Execution, JobTracker, crash_site, crashed
+from harness.sweep.events import BuildingModel, Measuring, Recorded
+from harness.sweep.job import Job, run_job
+from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
+from harness.sweep.planning import run_sweep
+from harness.sweep.execution import Execution
+from harness.sweep.workers import JobTracker, crash_site, crashed
 from harness.results.store import RecordStore
 
-from .sweep_events import SweepEvents
-from .user_strategies import waiting_for_a_cache_read
+from .helpers.sweep_events import SweepEvents
+from .helpers.user_strategies import waiting_for_a_cache_read
 
-ABORTS = "tests.user_strategies:Aborts"
-HANGS = "tests.user_strategies:Hangs"
-WAITS = "tests.user_strategies:WaitsForACacheRead"
+ABORTS = "tests.helpers.user_strategies:Aborts"
+HANGS = "tests.helpers.user_strategies:Hangs"
+WAITS = "tests.helpers.user_strategies:WaitsForACacheRead"
 MODELS = ["synthetic_small", "synthetic:12"]
 
 
@@ -39,7 +42,7 @@ def test_an_abort_fails_its_measurement_and_the_sweep_goes_on(tmp_path):
     for model in MODELS:
         crashed, after = records[(model, ABORTS)], records[(model, "bfs-downstream")]
         assert crashed["status"] == "failed"
-        assert crashed["reason"].startswith("worker killed by SIGABRT in tests/user_strategies.py:")
+        assert crashed["reason"].startswith("worker killed by SIGABRT in tests/helpers/user_strategies.py:")
         assert crashed["reason"].endswith(f"while measuring {ABORTS}")
         assert crashed["identity"]  # the failed record keeps the identity it was planned with
         assert "Fatal Python error: Aborted" in open(crashed["log"]).read()
@@ -61,12 +64,12 @@ def test_a_time_limit_fails_the_stuck_measurement_only(tmp_path):
 
 def test_a_memory_limit_fails_the_greedy_measurement_only(tmp_path):
     store = RecordStore(tmp_path)
-    run_sweep(["synthetic_small"], ["tests.user_strategies:HoldsMemory", "bfs-downstream"], "vulkan", store,
+    run_sweep(["synthetic_small"], ["tests.helpers.user_strategies:HoldsMemory", "bfs-downstream"], "vulkan", store,
               fresh=True, execution=Execution(workers=1, memory_limit=int(2.5 * 2**30)))
     records = _by_key(store.read())
-    reason = records[("synthetic_small", "tests.user_strategies:HoldsMemory")]["reason"]
+    reason = records[("synthetic_small", "tests.helpers.user_strategies:HoldsMemory")]["reason"]
     assert reason.startswith("memory limit of 2.5 GiB exceeded (") and reason.endswith(
-        "GiB resident) while measuring tests.user_strategies:HoldsMemory")
+        "GiB resident) while measuring tests.helpers.user_strategies:HoldsMemory")
     assert records[("synthetic_small", "bfs-downstream")]["status"] == "ok"
 
 
@@ -87,7 +90,7 @@ def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures
     it measures (that measurement waits until it is), and its own measurement waits for its
     turn (the sweep hears it build its model only after the model before has its record)."""
     for model in MODELS:
-        pipeline(model).vulkan_lowering  # in the cache
+        vulkan_lowering(pipeline(model))  # in the cache
     log = waiting_for_a_cache_read(monkeypatch, tmp_path, PREFIXES.path(prefix_key(MODELS[1])), wait_seconds=600)
     events = SweepEvents()
     sweep = run_sweep(MODELS, [WAITS], "vulkan", RecordStore(tmp_path), events, fresh=True,
@@ -101,7 +104,7 @@ def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures
 def test_each_record_has_its_workers_peak_memory_and_a_strategy_frees_what_it_held(tmp_path):
     """One worker, three strategies of a model with 64 MiB of weights: a strategy that kept
     its lowering alive would add about twice that to the next one's peak."""
-    sweep = run_sweep(["tests.user_models:wide_linear"], ["bfs-downstream", "bfs-refined", "ilp"], "vulkan",
+    sweep = run_sweep(["tests.helpers.user_models:wide_linear"], ["bfs-downstream", "bfs-refined", "ilp"], "vulkan",
                       RecordStore(tmp_path), fresh=True, execution=Execution(workers=1))
     peaks = [r["worker_peak_rss_bytes"] for r in sweep.records]
     assert [r["status"] for r in sweep.records] == ["ok"] * 3
@@ -112,17 +115,18 @@ def test_each_record_has_its_workers_peak_memory_and_a_strategy_frees_what_it_he
 def test_a_crash_while_building_the_model_fails_every_strategy_left():
     job = Job("m", "vulkan", ["a", "b"], {}, {})
     tracker = JobTracker(job)
-    tracker.on(("model",))
+    tracker.on(BuildingModel("m"))
     events, rest = tracker.ended("worker killed by SIGSEGV", repeatable=True)
-    assert [e[1]["strategy"] for e in events] == ["a", "b"] and rest is None
-    assert all(e[1]["repeatable"] for e in events)
-    assert events[0][1]["reason"] == "worker killed by SIGSEGV while building the model (export, lowering prefix)"
+    assert [e.record["strategy"] for e in events] == ["a", "b"] and rest is None
+    assert all(e.record["repeatable"] for e in events)
+    assert events[0].record["reason"] == "worker killed by SIGSEGV while building the model (export, lowering prefix)"
     tracker = JobTracker(job)
-    for message in [("model",), ("start", "a"), ("record", {"strategy": "a"}, None), ("start", "b")]:
-        tracker.on(message)
+    for event in [BuildingModel("m"), Measuring("m", "vulkan", "a"), Recorded({"strategy": "a"}),
+                  Measuring("m", "vulkan", "b")]:
+        tracker.on(event)
     events, rest = tracker.ended("worker killed by SIGKILL")
-    assert [e[1]["strategy"] for e in events] == ["b"] and rest is None
-    assert events[0][1]["repeatable"] is False
+    assert [e.record["strategy"] for e in events] == ["b"] and rest is None
+    assert events[0].record["repeatable"] is False
 
 
 def test_only_a_crash_of_the_workers_own_code_repeats():
@@ -203,7 +207,7 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
 def test_a_worker_running_other_code_than_planned_fails_the_record():
     job = Job("synthetic_small", "vulkan", ["bfs-downstream"], {"bfs-downstream": {"strategy_digest": "0" * 16}}, {})
     sent = []
-    measure_job(job, sent.append)
-    record = sent[-1][1]
+    run_job(job, sent.append)
+    record = sent[-1].record
     assert record["status"] == "failed" and record["strategy_digest"] == "0" * 16
     assert record["reason"].startswith("the strategy's code here (digest ") and "planned for (digest 0000" in record["reason"]

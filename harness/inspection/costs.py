@@ -28,9 +28,10 @@ from harness.errors import UsageError
 from strategies.gpu_costs import CostTable, LinearCost
 
 from harness.inspection.profile import by_representation, operator_kinds
+from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import STAGING
-from harness.targets.vulkan.targets import program_dispatches, program_path
+from harness.targets.vulkan.targets import program_dispatches
 
 KEY = ["device", "operator", "inputs", "output"]
 
@@ -44,8 +45,8 @@ def run_dispatches(results_dir: Path, strategies=None) -> pd.DataFrame:
             continue
         if strategies is not None and record["strategy"] not in strategies:
             continue
-        pte = program_path(results_dir, record["model"], record["strategy"])
-        if not pte.with_suffix(".etdump").exists():
+        pte = ResultsDir(results_dir).program(record["model"], record["strategy"])
+        if not ResultsDir.beside(pte, "etdump").exists():
             continue
         frame = program_dispatches(pte)
         device = (record.get("environment") or {}).get("vulkan_device") or "unknown"

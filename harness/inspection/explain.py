@@ -5,6 +5,7 @@ Rows are read off a lowered program: every clone the pass inserted (the same one
 the reader's registration (a fresh ``OpRepSets``) to say what ruled out reading the source
 as it is: the argument's accepted set, the output the argument is synced with, or the
 sync of the reader's arguments. A transition none of these forces is the strategy's choice.
+:func:`explain` is the ``explain`` command's work: lower, validate, tabulate.
 """
 
 import executorch.backends.vulkan.utils as vk_utils
@@ -12,8 +13,14 @@ import pandas as pd
 import torch
 from executorch.backends.vulkan.op_registry import get_op_features
 
+import strategies
+from harness.pipeline.model import ModelPipeline
+from harness.quiet import output_to_stderr
+from harness.results.table import tables_json
+from harness.targets.vulkan import validator
 from harness.targets.vulkan.lowering import LoweredProgram
 from harness.targets.vulkan.metrics import is_transition, partition_transitions
+from harness.targets.vulkan.prefix import vulkan_lowering
 from strategies.representations import (
     as_pair,
     filtered,
@@ -111,3 +118,47 @@ def compare_strategies(lowered: LoweredProgram, other: LoweredProgram, names: tu
     only_a = a.loc[a.index.difference(b.index)].reset_index().assign(only_in=names[0])
     only_b = b.loc[b.index.difference(a.index)].reset_index().assign(only_in=names[1])
     return differing, pd.concat([only_a, only_b], ignore_index=True)
+
+
+def explain(model: str, strategy: str, vs: str | None = None) -> tuple[dict, list[LoweredProgram]]:
+    """Lower ``model`` with ``strategy`` (and ``vs``), validate each program, and say why each
+    transition of the first exists (and, with ``vs``, where the two disagree); the result
+    and the lowered programs."""
+    classes = [strategies.get_strategy(name) for name in [strategy] + ([vs] if vs else [])]
+    with output_to_stderr():
+        lowering = vulkan_lowering(ModelPipeline(model))
+        lowered = [lowering.lower(cls) for cls in classes]
+        for program in lowered:
+            validator.validate(program)
+    result = {"model": model, "strategy": strategy, "transitions": transitions_table(lowered[0])}
+    if vs:
+        differing, only_one = compare_strategies(lowered[0], lowered[1], (strategy, vs))
+        result.update(vs=vs, vs_transitions=len(transitions_table(lowered[1])),
+                      differing_nodes=differing, transitions_only_in_one=only_one)
+    return result, lowered
+
+
+def render_explanation(result: dict, output_format: str) -> str:
+    """:func:`explain`'s result as a table, or JSON."""
+    if output_format == "json":
+        return tables_json(result)
+    table = result["transitions"]
+    lines = [
+        f"{result['model']} / {result['strategy']}: {len(table)} transitions "
+        f"({int(table['forced'].sum())} forced by the reader's registration, the rest follow the strategy's "
+        "own choices), "
+        f"{int(table['bytes'].sum())} bytes",
+        table.drop(columns=["partition"]).to_string(index=False) if len(table) else "(none)",
+    ]
+    if "vs" in result:
+        differing, only_one = result["differing_nodes"], result["transitions_only_in_one"]
+        lines += [
+            "",
+            f"{result['vs']}: {result['vs_transitions']} transitions; {len(differing)} nodes tagged differently:",
+            differing.to_string(index=False) if len(differing) else "(none)",
+            "",
+            "transitions only one strategy has:",
+            only_one[["only_in", "source", "before", "after", "consumer", "constraint"]].to_string(index=False)
+            if len(only_one) else "(none)",
+        ]
+    return "\n".join(lines)

@@ -6,14 +6,20 @@ Times are per inference: each dispatch's median over the inferences the ETDump h
 The strategy's transitions are their own operator row ("transition"), so a model's own
 clones stay under ``aten.clone.default``. Beside them, the run's latency as its record has
 it (``harness.targets.vulkan.latency``: the runtime's own events in the same ETDump).
+:func:`profile_runs` is the ``profile`` command's work on the runs it made or found.
 """
 
 from pathlib import Path
 
 import pandas as pd
 
+from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
+from harness.results.store import RecordStore, latest
+from harness.results.table import format_number, tables_json
 from harness.targets.vulkan.dispatches import STAGING, gpu_summary
 from harness.targets.vulkan.latency import LATENCY_FIELDS
+from harness.targets.vulkan.targets import program_dispatches
 
 TRANSITION = "transition"
 
@@ -107,3 +113,71 @@ def chart(frames: dict[str, pd.DataFrame], title: str, path: Path, count: int = 
     figure.savefig(path)
     plt.close(figure)
     return path
+
+
+def recorded_runs(results: str, model: str, names: list[str]) -> list[dict]:
+    """The latest vulkan-run record of each strategy in a results directory (another
+    machine's runs, as import-remote wrote them), nothing run."""
+    found = {r["strategy"]: r for r in latest(RecordStore(results).read())
+             if r["model"] == model and r["target"] == "vulkan-run" and r["strategy"] in names}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise UsageError(f"{results} has no vulkan-run record of {model} / {', '.join(missing)}; drop --recorded "
+                         "to run it here")
+    return [found[name] for name in names]
+
+
+def profile_runs(results_dir: Path, model: str, names: list[str], records: list[dict], top: int) -> tuple[dict, dict]:
+    """What ``profile`` shows of the vulkan-run ``records`` of ``names`` (in that order): the
+    first strategy's GPU time per operator, representation and dispatch, and with a second,
+    what its choices change; and the dispatches of each, by strategy, for the chart."""
+    frames, runs = {}, {}
+    for record in records:
+        if record["status"] != "ok":
+            raise UsageError(f"{model} / {record['strategy']} on vulkan-run is {record['status']}: "
+                             f"{record['reason']}")
+        pte = ResultsDir(results_dir).program(model, record["strategy"])
+        etdump = ResultsDir.beside(pte, "etdump")
+        if not etdump.exists():
+            raise UsageError(f"{etdump} is missing (the runtime wrote no ETDump, or it was "
+                             "deleted): build executor_runner with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run "
+                             "with --fresh")
+        frames[record["strategy"]] = program_dispatches(pte)
+        runs[record["strategy"]] = record
+    strategy = names[0]
+    first = frames[strategy]
+    result = {"model": model, "strategy": strategy, "summary": summary(first, runs[strategy]),
+              "operators": by_operator(first), "representations": by_representation(first),
+              "top_dispatches": top_dispatches(first, top)}
+    if len(names) > 1:
+        vs = names[1]
+        result.update(vs=vs, vs_summary=summary(frames[vs], runs[vs]), **versus(first, frames[vs], (strategy, vs)))
+    return result, frames
+
+
+def render_profile(result: dict, output_format: str) -> str:
+    """:func:`profile_runs`' result as text, or JSON."""
+    if output_format == "json":
+        return tables_json(result)
+
+    def headline(strategy: str, summary: dict) -> str:
+        return (f"{strategy}: {summary['latency_ms_median']:.3f} ms per inference (p10 "
+                f"{summary['latency_ms_p10']:.3f}, p90 {summary['latency_ms_p90']:.3f}; {summary['latency_source']}), "
+                f"load {summary['load_ms']:.1f} ms; {summary['gpu_dispatch_ms']:.3f} ms of GPU dispatches per "
+                f"inference ({summary['dispatches']} dispatches); {summary['transitions']} transitions "
+                f"{summary['transition_gpu_ms']:.3f} ms = {100 * (summary['transition_time_share'] or 0):.2f} %")
+
+    def table(frame: pd.DataFrame) -> str:
+        return frame.to_string(index=False, float_format=format_number) if len(frame) else "(none)"
+
+    lines = [f"{result['model']} / {headline(result['strategy'], result['summary'])}", "",
+             "GPU time per operator:", table(result["operators"]), "",
+             "per operator and representation (inputs -> output):", table(result["representations"]), "",
+             "top dispatches:", table(result["top_dispatches"])]
+    if "vs" in result:
+        lines += ["", headline(result["vs"], result["vs_summary"]), "",
+                  f"per operator, {result['strategy']} -> {result['vs']} (delta > 0: slower under {result['vs']}):",
+                  table(result["operator_changes"]), "",
+                  f"nodes {result['vs']} represents differently ({result['representation_changes_ms']:+.3f} ms "
+                  "in all):", table(result["node_changes"])]
+    return "\n".join(lines)

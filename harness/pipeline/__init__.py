@@ -1,1 +1,2 @@
-"""From a model name to measured records: the model pipeline, its export cache, and the sweep."""
+"""From a model name to its exported program (and the stages targets cache on it): below the
+targets, which build on it, and above the results layer."""

@@ -1,38 +1,41 @@
 """One entry point from a model name to what every target measures.
 
-``ModelPipeline(name)``: name -> :class:`models.ModelSpec` -> exported program (disk cache)
--> ET-VK lowering prefix (everything before the layout pass, shared by all strategies;
-disk cache). Each stage runs on first use and is kept; a stage that failed raises the same
-error again without running twice. The sweep, ``explain``, every asv suite and the tests
-go through it; :func:`pipeline` keeps one per model for the life of a process (asv, tests).
+``ModelPipeline(name)``: name -> :class:`models.ModelSpec` -> exported program (disk
+cache), and whatever stage a target derives from them and declares as a
+:class:`CachedStage` (ET-VK's lowering prefix: :mod:`harness.targets.vulkan.prefix`).
+Each stage runs on first use and is kept; a stage that failed raises the same error again
+without running twice. The sweep, ``explain``, every asv suite and the tests go through it;
+:func:`pipeline` keeps one per model for the life of a process (asv, tests).
 
-The lowering prefix is kept on disk once per (model name and source, torch, executorch and
-timm versions, the lowering code), so every strategy, later run, asv process and commit
-that shares those loads it in a fraction of a second instead of lowering again.
+A cached stage is kept on disk under the key its target computes from the model's name
+(what the stage depends on), so every strategy, later run, asv process and commit that
+shares that key loads it in a fraction of a second instead of computing it again.
 """
 
 import functools
-import hashlib
-import json
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import models
 from harness.cache import DiskCache
 from harness.pipeline.export_cache import export_model
-from harness.results.provenance import code_digest, provenance
-from harness.targets.vulkan import lowering as lowering_code
-from harness.targets.vulkan import serialization
-from harness.targets.vulkan.lowering import VulkanLowering
-
-PREFIXES = DiskCache("prefixes")
 
 
-def prefix_key(name: str) -> str:
-    """What a model's lowering prefix depends on."""
-    facts = provenance()
-    key = [name, models.source_digest(name), facts["torch_version"], facts["executorch_version"],
-           facts["timm_version"], code_digest(lowering_code, serialization)]
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+@dataclass(frozen=True)
+class CachedStage:
+    """A stage a target derives from a model and keeps on disk: its ``name`` in the
+    pipeline, the ``cache`` and the ``key`` (of the model's name) it is kept under, how it
+    is computed from the pipeline (``build``) and written and read (``dumps``, ``loads``),
+    and the record field that says how long a load from the cache took."""
+
+    name: str
+    cache: DiskCache
+    key: Callable[[str], str]
+    build: Callable[["ModelPipeline"], object]
+    dumps: Callable[[object], bytes]
+    loads: Callable[[bytes], object]
+    load_seconds_field: str
 
 
 class ModelPipeline:
@@ -40,7 +43,7 @@ class ModelPipeline:
         self.name = name
         self._stages: dict = {}
         self.timings: dict = {}
-        self.input_shapes: list | None = None  # known once the model is built or its prefix loaded
+        self.input_shapes: list | None = None  # known once the model is built or a cached stage loaded
 
     def _stage(self, stage: str, compute):
         if stage not in self._stages:
@@ -72,33 +75,31 @@ class ModelPipeline:
 
         return self._stage("exported", export)
 
-    @property
-    def vulkan_lowering(self) -> VulkanLowering:
-        return self._stage("vulkan_lowering", lambda: self._vulkan_lowering(build=True))
+    def cached(self, stage: CachedStage):
+        """The value of ``stage``: from its disk cache, else computed now and kept there."""
+        return self._stage(stage.name, lambda: self._from_cache(stage, build=True))
 
-    def load_cached_vulkan_lowering(self) -> None:
-        """Load the lowering prefix now if the disk cache holds it; nothing is computed."""
-        if "vulkan_lowering" not in self._stages:
-            lowering = self._vulkan_lowering(build=False)
-            if lowering is not None:
-                self._stages["vulkan_lowering"] = (lowering, None)
+    def load_cached(self, stage: CachedStage) -> None:
+        """Load ``stage`` now if its disk cache holds it; nothing is computed."""
+        if stage.name not in self._stages:
+            value = self._from_cache(stage, build=False)
+            if value is not None:
+                self._stages[stage.name] = (value, None)
 
-    def _vulkan_lowering(self, build: bool) -> VulkanLowering | None:
+    def _from_cache(self, stage: CachedStage, build: bool):
+        # Kept with the model's input shapes, which a record carries and a load does not build.
         start = time.perf_counter()
         if build:
-            found, cached = PREFIXES.get_or_create(
-                prefix_key(self.name),
-                lambda: (VulkanLowering.from_exported(self.exported), self.spec.input_shapes),
-                serialization.dumps, serialization.loads,
-            )
+            found, cached = stage.cache.get_or_create(
+                stage.key(self.name), lambda: (stage.build(self), self.spec.input_shapes), stage.dumps, stage.loads)
         else:
-            found, cached = PREFIXES.get(prefix_key(self.name), serialization.loads)
+            found, cached = stage.cache.get(stage.key(self.name), stage.loads)
             if not cached:
                 return None
-        lowering, self.input_shapes = found
+        value, self.input_shapes = found
         if cached:
-            self.timings["prefix_load_seconds"] = time.perf_counter() - start
-        return lowering
+            self.timings[stage.load_seconds_field] = time.perf_counter() - start
+        return value
 
     def record_fields(self) -> dict:
         """What a record says about the model itself, as far as it got built."""

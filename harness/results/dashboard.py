@@ -14,8 +14,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cache import cache_root
-from harness.errors import LayoutbenchError
+from layoutkit.errors import LayoutbenchError
+from layoutkit.files import cache_root
 
 VENDOR_DIR = "vendor"
 

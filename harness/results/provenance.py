@@ -1,7 +1,9 @@
-"""Versions, machine facts and code digests: what a record's identity is made of."""
+"""Versions, machine facts and code digests: what a record's identity is made of, and the
+identity itself (:func:`identity_fields`)."""
 
 import functools
 import hashlib
+import json
 import platform
 import subprocess
 import sys
@@ -50,7 +52,7 @@ def provenance() -> dict:
 
 
 # Packages that are versioned on their own (their version is in the identity instead).
-_OURS = ("harness", "strategies", "models", "benchmarks", "tests")
+_OURS = ("layoutkit", "harness", "strategies", "models", "benchmarks", "tests")
 _INSTALLED = ("site-packages", "dist-packages")
 
 
@@ -115,6 +117,20 @@ def code_digest(*roots) -> str:
     for name in sorted(seen):
         digest.update(name.encode() + b"\0" + seen[name].read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def identity_fields(model: str, model_digest: str, strategy: str | None, strategy_digest: str | None, target: str,
+                    environment: dict, harness_digest: str) -> dict:
+    """Everything a record's numbers depend on, and its digest (the record's ``identity``)."""
+    fields = {
+        "model_digest": model_digest,
+        "strategy_digest": strategy_digest,
+        "harness_digest": harness_digest,
+        "environment": environment,
+    }
+    fields["identity"] = hashlib.sha256(
+        json.dumps([model, strategy, target, fields], sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return fields
 
 
 def tool_versions(distributions) -> dict:

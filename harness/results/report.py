@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from harness.results import summary  # noqa: E402
 from harness.results.schema import METRICS  # noqa: E402
 from harness.results.frames import load, with_excess  # noqa: E402
+from harness.results.results_dir import ResultsDir  # noqa: E402
 from harness.results.table import format_number  # noqa: E402
 from layoutkit.reference_strategies import OPTIMUM_STRATEGY  # noqa: E402
 from layoutkit.errors import UsageError  # noqa: E402
@@ -119,7 +120,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     if frame.empty:
         raise UsageError(f"no records in '{results}'; run layoutbench run --out {results} first")
     frame = with_excess(frame)
-    html_path = Path(out) if out else results / "report.html"
+    html_path = Path(out) if out else ResultsDir(results).report
     html_path.parent.mkdir(parents=True, exist_ok=True)
     charts_dir = html_path.with_name(html_path.stem + "_charts")
     charts_dir.mkdir(exist_ok=True)

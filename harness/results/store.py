@@ -2,7 +2,7 @@
 
 A sweep writes each record the moment it exists, so an interrupted sweep keeps what it
 finished, and a re-run into the same directory reuses every record ``ok`` with the same
-identity (``harness.pipeline.sweep`` says what that is). ``read`` upgrades records of
+identity (``harness.sweep.planning`` says what that is). ``read`` upgrades records of
 earlier schema versions; :mod:`harness.results.frames` makes pandas tables of them.
 Targets without a pluggable layout pass (Arm) record the strategy as null.
 
@@ -23,12 +23,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.cache import file_lock
-from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
 from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade
-
-RECORDS_FILE = "records.jsonl"
-WRITER_LOCK = ".writer.lock"  # holds the writer's pid, host, command and start while it writes
+from layoutkit.errors import UsageError
+from layoutkit.files import file_lock
 
 
 def make_record(model: str, strategy: str | None, target: str, status: str, reason=None, **fields) -> dict:
@@ -92,7 +90,8 @@ class RecordStore:
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        self.path = self.directory / RECORDS_FILE
+        self.layout = ResultsDir(self.directory)
+        self.path = self.layout.records
         self._reported: list[int] = []  # the lines already named as not records
 
     def read(self) -> list[dict]:
@@ -132,7 +131,7 @@ class RecordStore:
         if self.directory.resolve() in _HELD:
             yield
             return
-        lock = self.directory / WRITER_LOCK
+        lock = self.layout.writer_lock  # holds the writer's pid, host, command and start while it writes
         with contextlib.ExitStack() as stack:
             try:
                 handle = stack.enter_context(file_lock(lock, wait=False))

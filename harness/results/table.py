@@ -4,6 +4,8 @@ The default shows, per target, the schema's headline metrics that the records ha
 column on request (``columns="all"`` or a list). JSON and CSV output always carry every field.
 """
 
+import json
+
 import pandas as pd
 
 from harness.results.schema import METRICS
@@ -83,3 +85,11 @@ def render_table(records: list[dict], columns: str | list[str] | None = None) ->
         header = f"{target}:" if table["target"].nunique() > 1 else ""
         blocks.append("\n".join(filter(None, [header, cells.to_string()])))
     return "\n\n".join(blocks)
+
+
+def tables_json(result: dict) -> str:
+    """A result whose values may be DataFrames, as JSON (each frame a list of rows)."""
+    return json.dumps(
+        {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
+        indent=1, default=str,
+    )

@@ -82,7 +82,7 @@ class Target:
     def load_cached_model(self, model) -> None:
         """Read from the disk caches what :meth:`prepare_model` would build, where they hold
         it, computing nothing: a local worker does it before its turn, while the workers
-        before it still measure (see :class:`harness.pipeline.workers.LocalWorkers`)."""
+        before it still measure (see :class:`harness.sweep.workers.LocalWorkers`)."""
 
     def prepare_model(self, model) -> None:
         """Build what every strategy of ``model`` shares (a worker does it before the first

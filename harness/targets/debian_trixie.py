@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.cache import cache_root
+from layoutkit.files import cache_root
 
 TRIXIE_SOURCE = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main"
 # The C/C++ runtime every fetched binary starts with.

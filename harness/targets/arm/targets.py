@@ -4,7 +4,9 @@ Arm's backends have no pluggable layout pass: each model is measured once per ta
 with no strategy; the layout figure is the TRANSPOSEs that survive in the TOSA graph.
 """
 
-from harness.targets.arm.flows import measure_ethos_u, measure_tosa, measure_vgf
+from harness.targets.arm.ethos_u import measure_ethos_u
+from harness.targets.arm.tosa import measure_tosa
+from harness.targets.arm.vgf import measure_vgf
 from harness.targets.arm.vgf_host import icd
 from harness.targets.base import MeasureContext, Target, register_target
 

@@ -7,7 +7,7 @@ Two runtimes, found in this order (``find_runtime``):
   build`` built into ``CACHE/runtime/``), driven through its flags: one process of warm-up
   and timed executions, whose ETDump times each (a runner built with the event tracer); a
   runner without it is timed from outside as (wall(N + 1 executions) - wall(1 execution)) / N
-  (``remote.run_timed``);
+  (``remote_runner.run_timed``);
 - ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
   registered there (the pip wheel has XNNPACK but not Vulkan); they write an ETDump too.
 
@@ -24,12 +24,13 @@ from pathlib import Path
 
 import torch
 
-from harness.cache import cache_root
+from layoutkit.files import cache_root
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
 from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
 from harness.targets.vulkan.latency import latency_fields
-from harness.targets.vulkan.remote import RUNNER_ETDUMP, run_child, run_timed, runner_command
+from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_child, run_timed, runner_command
+from harness.results.results_dir import ResultsDir
 from layoutkit.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
@@ -171,7 +172,7 @@ def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
     return locate_runtime(et_runner, backend)[0]
 
 
-def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
+def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
                 workdir: Path, nodes: dict | None = None, precision: str = "float32") -> dict:
     """Run ``pte`` and compare with ``eager`` on ``inputs`` (within the tolerance of the
     program's ``precision``); the record fields of one run.
@@ -184,7 +185,7 @@ def measure_run(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
     error = max_abs_error(result.outputs, reference)
     etdump = None
     if result.etdump is not None:
-        etdump = Path(pte).with_suffix(".etdump")
+        etdump = ResultsDir.beside(pte, "etdump")
         shutil.copyfile(result.etdump, etdump)
     fields = {
         **latency_fields(etdump, settings.iterations, result.wall_clock_ms),

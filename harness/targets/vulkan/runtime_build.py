@@ -22,8 +22,6 @@ The traps met building it by hand, handled here:
   stand-in that only defines json's CMake target.
 """
 
-import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -32,17 +30,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import DiskCache
 from harness.errors import RuntimeBuildError, UsageError
 from harness.targets import debian_trixie
+from harness.targets.vulkan.runtime_source import (
+    PREFIX,
+    SourceTree,
+    check_source,
+    cloned_source,
+    digest,
+    file_digest,
+    say,
+    source_tree,
+    staged_source,
+)
 from harness.targets.vulkan.runners import (
     NO_RUNTIME_REASON, RUNNER_NAME, ExecutorRunner, locate_runtime, runtime_dir,
 )
 
-PREFIX = "layoutbench runtime build"
 BUILD_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DEXECUTORCH_BUILD_VULKAN=ON",
@@ -54,182 +61,22 @@ BUILD_FLAGS = (
     "-DEXECUTORCH_BUILD_PTHREADPOOL=OFF",
     "-DEXECUTORCH_BUILD_CPUINFO=OFF",
 )
-EXECUTORCH_GIT_URL = "https://github.com/pytorch/executorch.git"
-# The submodules the runner's build reads, but for third-party/json: a stand-in replaces it if it cannot be had.
-RUNNER_SUBMODULES = (
-    "backends/vulkan/third-party/Vulkan-Headers",
-    "backends/vulkan/third-party/VulkanMemoryAllocator",
-    "backends/vulkan/third-party/volk",
-    "backends/xnnpack/third-party/FXdiv",
-    "third-party/flatbuffers",
-    "third-party/flatcc",
-    "third-party/gflags",
-)
-JSON_SUBMODULE = "third-party/json"
-JSON_STAND_IN = """# Written by layoutbench runtime build: the tree's nlohmann/json is missing, and the
-# runner does not use it; only its target is defined, so that third-party/ configures.
-add_library(nlohmann_json INTERFACE)
-add_library(nlohmann_json::nlohmann_json ALIAS nlohmann_json)
-"""
 GLSLC_PROBE = """#version 450
 #extension GL_EXT_integer_dot_product : require
 layout(local_size_x = 1) in;
 void main() {}
 """
-# What a build writes into the source tree itself (flatcc's library and tools, Python's
-# bytecode of the code generators): left out of a tree's digest, or building would change it.
-BUILD_OUTPUTS_IN_SOURCE = ("third-party/flatcc/lib", "third-party/flatcc/bin")
-BYTECODE_DIRECTORY = "__pycache__"
 NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 BUILDS = DiskCache("runtime")  # only its lock: a second build of the same key waits for the first
 
 
-@dataclass(frozen=True)
-class SourceTree:
-    """An ExecuTorch source tree and what identifies its content."""
-
-    path: Path
-    identity: str  # git commit (+ digest of uncommitted changes), or "files-<digest>"
-    short: str  # the same, shortened for the cache key
-    described: str  # for people: "git commit X" or "digest of its files X"
-
-
-def _say(text: str) -> None:
-    print(f"{PREFIX}: {text}", file=sys.stderr, flush=True)
-
-
-def _digest(parts) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part if isinstance(part, bytes) else str(part).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
 def flags_digest(flags: tuple[str, ...]) -> str:
-    return _digest(flags)[:12]
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as binary:
-        for block in iter(lambda: binary.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _git(source: Path, *arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(source), *arguments], capture_output=True, timeout=300)
-
-
-def _files_digest(source: Path) -> str:
-    """A digest of every file's path and content (links: their target), build outputs aside."""
-    parts = []
-    for directory, subdirectories, files in os.walk(source):
-        relative = Path(directory).relative_to(source)
-        subdirectories[:] = sorted(
-            name for name in subdirectories
-            if name not in (".git", BYTECODE_DIRECTORY) and str(relative / name) not in BUILD_OUTPUTS_IN_SOURCE
-        )
-        for name in sorted(files):
-            path = Path(directory) / name
-            if path.is_symlink():
-                parts += [relative / name, os.readlink(path)]
-            elif path.is_file():
-                parts += [relative / name, file_digest(path)]
-    return _digest(parts)
-
-
-def source_tree(path: Path) -> SourceTree:
-    """The tree at ``path`` and its identity: the checkout's commit where it is the top of a
-    git checkout, else a digest of its files."""
-    path = path.resolve()
-    top = _git(path, "rev-parse", "--show-toplevel") if shutil.which("git") else None
-    if top is not None and top.returncode == 0 and Path(top.stdout.decode().strip()).resolve() == path:
-        commit = _git(path, "rev-parse", "HEAD").stdout.decode().strip()
-        changes = _git(path, "diff", "HEAD", "--submodule=short").stdout
-        if changes:
-            change_digest = _digest([changes])[:8]
-            return SourceTree(path, f"{commit}+{change_digest}", f"{commit[:12]}+{change_digest}",
-                              f"git commit {commit} with uncommitted changes (digest {change_digest})")
-        return SourceTree(path, commit, commit[:12], f"git commit {commit}")
-    files = _files_digest(path)
-    return SourceTree(path, f"files-{files}", f"files-{files[:12]}",
-                      f"files digest {files[:12]}, not a git checkout")
+    return digest(flags)[:12]
 
 
 def build_dir(source: SourceTree, flags: tuple[str, ...]) -> Path:
     """``CACHE/runtime/<source>-<flags>``: the binary, build.json and the CMake build directory."""
     return runtime_dir() / f"{source.short}-{flags_digest(flags)}"
-
-
-def _check_source(source: Path) -> None:
-    if not (source / "CMakeLists.txt").is_file() or not (source / "backends" / "vulkan").is_dir():
-        raise UsageError(f"{source} is not an ExecuTorch source tree (no CMakeLists.txt and backends/vulkan); "
-                         "pass --source the top of an ExecuTorch checkout")
-    empty = [name for name in RUNNER_SUBMODULES if not any((source / name).glob("*"))]
-    if empty:
-        raise UsageError(f"{source} lacks the submodules {', '.join(empty)}: run git submodule update --init "
-                         f"{' '.join(empty)} there, or put those repositories' trees at these paths")
-
-
-def _cloned_source() -> Path:
-    """A shallow clone of the tag of the installed executorch, with the runner's submodules,
-    in the cache (reused); without internet, a one-line error saying to pass --source."""
-    version = importlib.metadata.version("executorch").split("+")[0]
-    tag = f"v{version}"
-    source = runtime_dir() / "source" / tag / "executorch"
-    if (source / ".git").exists() and (source / RUNNER_SUBMODULES[0] / "include").is_dir():
-        return source
-    if not shutil.which("git"):
-        raise UsageError(f"no git here to clone ExecuTorch {tag}; pass --source DIR, an ExecuTorch source tree")
-    shutil.rmtree(source, ignore_errors=True)
-    source.parent.mkdir(parents=True, exist_ok=True)
-    _say(f"cloning ExecuTorch {tag} (the installed executorch is {version}) into {source}")
-    environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    clone = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", tag, EXECUTORCH_GIT_URL,
-                            str(source)], capture_output=True, text=True, env=environment, timeout=3600)
-    if clone.returncode != 0:
-        shutil.rmtree(source, ignore_errors=True)
-        last = (clone.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(f"could not clone ExecuTorch {tag} from {EXECUTORCH_GIT_URL} ({last}); without "
-                         "internet, pass --source DIR, an ExecuTorch source tree with its submodules")
-
-    def update(names: tuple[str, ...]) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(source), "submodule", "update", "--init", "--depth", "1", "--",
-                               *names], capture_output=True, text=True, env=environment, timeout=3600)
-
-    fetched = update(RUNNER_SUBMODULES)
-    if fetched.returncode != 0:
-        last = (fetched.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(f"could not fetch ExecuTorch's submodules into {source} ({last}); "
-                         "pass --source DIR, an ExecuTorch source tree with its submodules")
-    update((JSON_SUBMODULE,))  # where its pin cannot be had, the build stages a stand-in
-    return source
-
-
-def _staged_source(source: Path, build: Path) -> Path:
-    """The tree as the build sees it: itself where it is named ``executorch`` and complete;
-    else ``BUILD/source/executorch``, links to its entries with the stand-in for json."""
-    json_missing = not (source / JSON_SUBMODULE / "CMakeLists.txt").is_file()
-    if source.name == "executorch" and not json_missing:
-        return source
-    staged = build / "source" / "executorch"
-    shutil.rmtree(staged.parent, ignore_errors=True)
-    staged.mkdir(parents=True)
-    for entry in source.iterdir():
-        if not (json_missing and entry.name == "third-party"):
-            (staged / entry.name).symlink_to(entry)
-    if json_missing:
-        _say(f"{source / JSON_SUBMODULE} is empty: building with a stand-in (the runner does not use nlohmann/json)")
-        third_party = staged / "third-party"
-        third_party.mkdir()
-        for entry in (source / "third-party").iterdir():
-            if entry.name != "json":
-                (third_party / entry.name).symlink_to(entry)
-        (third_party / "json").mkdir()
-        (third_party / "json" / "CMakeLists.txt").write_text(JSON_STAND_IN)
-    return staged
 
 
 def _compiles_shaders(glslc: str) -> bool:
@@ -252,7 +99,7 @@ def glslc() -> str:
         return system
     binary = debian_trixie.root() / "usr" / "bin" / "glslc"
     if not (binary.exists() and debian_trixie.loader().exists()):
-        _say("fetching Debian trixie's glslc (the one here cannot compile ET-VK's shaders)" if system
+        say("fetching Debian trixie's glslc (the one here cannot compile ET-VK's shaders)" if system
              else "fetching Debian trixie's glslc (none on PATH)")
         debian_trixie.fetch(("glslc", "libshaderc1"), "the Vulkan shaders' compiler (glslc)", RuntimeBuildError)
     wrapper = debian_trixie.host_dir() / "bin" / "glslc"
@@ -295,7 +142,7 @@ class _Progress:
         tenth = done * 10 // total
         if self._lines and tenth > self._tenth_said:
             self._tenth_said = tenth
-            _say(f"[{done}/{total}] {time.monotonic() - self._started:.0f} s")
+            say(f"[{done}/{total}] {time.monotonic() - self._started:.0f} s")
 
 
 def _first_error(log: Path, marker: re.Pattern) -> str:
@@ -307,7 +154,7 @@ def _first_error(log: Path, marker: re.Pattern) -> str:
 
 def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_path: str) -> None:
     log = cmake_build.parent / "configure.log"
-    _say(f"configuring with CMake (log: {log})")
+    say(f"configuring with CMake (log: {log})")
     command = ["cmake", "-G", "Ninja", "-S", str(source), "-B", str(cmake_build), *flags,
                f"-DGLSLC_PATH={glslc_path}", f"-DPYTHON_EXECUTABLE={sys.executable}"]
     with log.open("w") as out:
@@ -345,8 +192,8 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
     tag) with :data:`BUILD_FLAGS` and ``extra_flags``; the path of the binary."""
     if source is not None and not Path(source).is_dir():
         raise UsageError(f"--source {source} is not a directory; pass the top of an ExecuTorch source tree")
-    path = Path(source).resolve() if source else _cloned_source()
-    _check_source(path)
+    path = Path(source).resolve() if source else cloned_source()
+    check_source(path)
     tree = source_tree(path)
     flags = (*BUILD_FLAGS, *extra_flags)
     build = build_dir(tree, flags)
@@ -354,7 +201,7 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
     with BUILDS.lock(build.name):
         if binary.exists() and not rebuild:
             binary.touch()  # the newest again: find_runtime uses what was asked for last
-            _say(f"reusing {binary} (built from {tree.path}, {tree.described}; same flags); --rebuild compiles again")
+            say(f"reusing {binary} (built from {tree.path}, {tree.described}; same flags); --rebuild compiles again")
             return binary
         _required_tools()
         glslc_path = glslc()
@@ -362,7 +209,7 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
         cmake_build.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         if not (cmake_build / "build.ninja").exists():
-            _configure(_staged_source(tree.path, build), cmake_build, flags, glslc_path)
+            _configure(staged_source(tree.path, build), cmake_build, flags, glslc_path)
         _compile(cmake_build, jobs or os.cpu_count() or 1)
         seconds = time.monotonic() - started
         record = build / "build.json"
@@ -377,7 +224,7 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
         shutil.copyfile(cmake_build / RUNNER_NAME, temporary)
         temporary.chmod(0o755)
         os.replace(temporary, binary)
-    _say(f"built {binary} in {seconds / 60:.1f} min ({binary.stat().st_size / 1e6:.1f} MB); {_who_finds(binary)}")
+    say(f"built {binary} in {seconds / 60:.1f} min ({binary.stat().st_size / 1e6:.1f} MB); {_who_finds(binary)}")
     return binary
 
 

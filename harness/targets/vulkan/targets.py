@@ -12,18 +12,20 @@ import strategies
 from strategies import gpu_costs
 from harness.errors import TargetUnavailableError
 from harness.results.provenance import file_digest
+from harness.results.results_dir import ResultsDir
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.device import vulkan_device
 from harness.targets.vulkan.dispatches import node_map, prediction_error, read_dispatches
 from harness.targets.vulkan.latency import ETDUMP
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
-from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, measure_run
+from harness.targets.vulkan.prefix import LOWERING_PREFIX, vulkan_lowering
+from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, run_program
 
 
-def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, Cord]:
-    """Finish the lowering with one strategy, validate, serialize and measure it into
-    ``fields``; returns the lowered program and its .pte (not joined into one buffer:
+def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, Cord]:
+    """Finish the lowering with one strategy, validate and serialize it, and count what it
+    made (transitions, memory, partitions, times) into ``fields``; returns the lowered program and its .pte (not joined into one buffer:
     ``pte_bytes`` needs only its length)."""
     strategy_cls = strategies.get_strategy(strategy_name)
     lowered = lowering.lower(strategy_cls)
@@ -59,32 +61,25 @@ def measure_vulkan(lowering: VulkanLowering, strategy_name: str, fields: dict) -
     return lowered, pte
 
 
-def program_path(results_dir: Path, model: str, strategy: str) -> Path:
-    """Where a strategy's program for a model is kept: ``RESULTS/programs/<model>/<strategy>.pte``,
-    with its node map (``.nodes.json``) and, once run, its ETDump (``.etdump``) beside it."""
-    safe = strategy.replace(":", ".").replace("/", "_")
-    return Path(results_dir) / "programs" / model.replace("/", "_") / f"{safe}.pte"
-
-
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
-    them (``.inputs/``, for ``remote.py``); a stale ETDump of an earlier program goes."""
+    them (``.inputs/``, for ``remote_runner.py``); a stale ETDump of an earlier program goes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".etdump").unlink(missing_ok=True)
+    ResultsDir.beside(path, "etdump").unlink(missing_ok=True)
     with open(path, "wb") as program:
         pte.write_to_file(program)
-    path.with_suffix(".nodes.json").write_text(json.dumps(node_map(lowered)))
-    ExecutorRunner.write_inputs(list(inputs), path.with_suffix(".inputs"))
+    ResultsDir.beside(path, "node_map").write_text(json.dumps(node_map(lowered)))
+    ExecutorRunner.write_inputs(list(inputs), ResultsDir.beside(path, "inputs"))
     return path
 
 
 def read_node_map(path: Path) -> dict:
-    return json.loads(Path(path).with_suffix(".nodes.json").read_text())
+    return json.loads(ResultsDir.beside(path, "node_map").read_text())
 
 
 def program_dispatches(path: Path):
     """The dispatches of the program at ``path``, from the ETDump and node map kept beside it."""
-    return read_dispatches(Path(path).with_suffix(".etdump"), read_node_map(path))
+    return read_dispatches(ResultsDir.beside(path, "etdump"), read_node_map(path))
 
 
 @register_target("vulkan")
@@ -108,13 +103,13 @@ class Vulkan(Target):
         return environment
 
     def load_cached_model(self, model) -> None:
-        model.load_cached_vulkan_lowering()
+        model.load_cached(LOWERING_PREFIX)
 
     def prepare_model(self, model) -> None:
-        model.vulkan_lowering
+        vulkan_lowering(model)
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
-        measure_vulkan(model.vulkan_lowering, strategy, fields)
+        lower_and_count(vulkan_lowering(model), strategy, fields)
 
 
 @register_target("vulkan-run")
@@ -142,21 +137,21 @@ class VulkanRun(Vulkan):
     def reusable(self, record: dict, context: MeasureContext) -> bool:
         """Only where its program, node map and (if it had one) ETDump are in this results
         directory: profile and costs read them, and its latency came from the ETDump."""
-        path = program_path(context.results_dir, record["model"], record["strategy"])
-        kept = [path, path.with_suffix(".nodes.json")]
+        path = ResultsDir(context.results_dir).program(record["model"], record["strategy"])
+        kept = [path, ResultsDir.beside(path, "node_map")]
         if record.get("latency_source") == ETDUMP:
-            kept.append(path.with_suffix(".etdump"))
+            kept.append(ResultsDir.beside(path, "etdump"))
         return all(p.exists() for p in kept)
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
-        lowered, pte = measure_vulkan(model.vulkan_lowering, strategy, fields)
+        lowered, pte = lower_and_count(vulkan_lowering(model), strategy, fields)
         exported = model.exported
-        path = write_program(program_path(context.results_dir, model.name, strategy), lowered, pte,
+        path = write_program(ResultsDir(context.results_dir).program(model.name, strategy), lowered, pte,
                              exported.example_inputs[0])
         with tempfile.TemporaryDirectory() as workdir:
             # exported.module() of an .int8 model is the quantized module: the reference an
             # int8 program is held to.
-            fields.update(measure_run(self.runtime, path, exported.module(), exported.example_inputs[0],
+            fields.update(run_program(self.runtime, path, exported.module(), exported.example_inputs[0],
                                       context.run_settings, Path(workdir), read_node_map(path),
                                       fields["precision"]))
         fields["prediction_error"] = prediction_error(fields)

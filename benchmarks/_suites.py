@@ -1,5 +1,6 @@
-"""Which models the asv suites run over, and what the suites share: the process's model
-pipelines, and ``track_`` benchmarks that read a record's metric in the schema's unit.
+"""What the asv suites share: which models they run over, the process's model pipelines,
+and :class:`RecordedSuite`, whose ``track_`` benchmarks read a record's metric in the
+schema's unit.
 
 The quick zoo unless ``LAYOUTBENCH_BENCH_ZOO`` names another (``full`` for a release
 comparison; it takes about 15 minutes to lower) or ``LAYOUTBENCH_BENCH_MODELS`` lists
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import models
 from harness.pipeline.model import pipeline
-from harness.pipeline.sweep import run_sweep
+from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.sweep.planning import run_sweep
 from harness.results.schema import metric
 from harness.results.store import RecordStore
 from strategies.gpu_costs import COSTS_ENV
@@ -36,7 +38,7 @@ def warm_caches(model_names: list[str]) -> list[str]:
     Returns the names: a ``setup_cache`` returning None would not be passed on by asv,
     changing the benchmarks' signatures."""
     for name in model_names:
-        pipeline(name).vulkan_lowering
+        vulkan_lowering(pipeline(name))
     return list(model_names)
 
 

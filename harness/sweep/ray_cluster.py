@@ -1,7 +1,7 @@
 """Sweeps on a Ray cluster: one task per model, records streamed back as they are made.
 
 Each task supervises its model on whichever node Ray placed it, exactly as a local sweep
-does (:class:`~harness.pipeline.workers.LocalWorkers` with one worker: a crash or a limit
+does (:class:`~harness.sweep.workers.LocalWorkers` with one worker: a crash or a limit
 there is a failed record naming the signal or the limit, and the strategies left go on),
 and puts every event on a queue the driver reads, so records land in the driver's results
 directory as they come, under the same progress bar. A task asks Ray for one CPU and the
@@ -17,8 +17,9 @@ import harness
 import layoutkit
 import models
 import strategies
-from harness.pipeline.measure import Job
-from harness.pipeline.workers import GIB, POLL_SECONDS, LocalWorkers
+from harness.sweep.events import Recorded
+from harness.sweep.job import Job
+from harness.sweep.workers import GIB, POLL_SECONDS, LocalWorkers
 
 DEFAULT_MEMORY = 4 * GIB
 
@@ -57,8 +58,8 @@ class RayWorkers:
 
             def drain() -> None:
                 for event in queue.get_nowait_batch(queue.qsize()):
-                    if event[0] == "record":
-                        recorded.add((event[1]["model"], event[1]["strategy"]))
+                    if isinstance(event, Recorded):
+                        recorded.add((event.record["model"], event.record["strategy"]))
                     handle(event)
 
             while running:
@@ -72,7 +73,7 @@ class RayWorkers:
                         reason = f"Ray task failed: {str(error).strip().splitlines()[0]}"
                         for strategy in job.strategies:
                             if (job.model, strategy) not in recorded:
-                                handle(("record", job.record(strategy, "failed", reason), None))
+                                handle(Recorded(job.record(strategy, "failed", reason)))
         finally:
             for ref in running:  # an interrupted sweep leaves nothing running on the cluster
                 ray.cancel(ref, force=True)

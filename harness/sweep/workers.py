@@ -1,8 +1,8 @@
-"""Where a sweep's jobs run: in worker processes on this machine, or in this process.
+"""Worker processes on this machine, or this process, running a sweep's jobs.
 
-Each job (one model, see :mod:`harness.pipeline.measure`) runs in a fresh worker process
+Each job (one model, see :mod:`harness.sweep.job`) runs in a fresh worker process
 forked from a server that has imported torch, ExecuTorch and the harness once
-(:mod:`harness.pipeline.fork_server`), so a crash, a kill or a limit ends one worker, not
+(:mod:`harness.sweep.fork_server`), so a crash, a kill or a limit ends one worker, not
 the sweep. The worker reports each measurement as it starts and each record as it is made;
 when a worker ends without finishing its job, :class:`JobTracker` fails the measurement it
 was in (naming the signal or the limit, and where native code crashed as Python's
@@ -25,29 +25,24 @@ import signal
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
 import psutil
 
-from harness.pipeline import fork_server
-from harness.pipeline.measure import Job, measure_job
+from harness.results.results_dir import ResultsDir
+from harness.sweep import fork_server
+from harness.sweep.events import BuildingModel, Measuring, Recorded, WorkerEvent
+from harness.sweep.job import Job, run_job
 from harness.targets import get_target
 
-LOG_DIR = "logs"
 POLL_SECONDS = 0.5
 GIB = 1 << 30
 _MODEL_STAGE = object()  # a worker building the model (or not started yet)
 _BETWEEN = object()  # a worker between two measurements
 # Signals of a crash in the worker's own code (not a kill from outside: SIGKILL, SIGTERM).
 _CRASHES = {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
-
-
-def log_path(results_dir: Path, model: str, strategy: str | None, target: str, suffix: str = ".log") -> Path:
-    """Where the log of one (model, strategy, target) is kept."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}--{strategy or 'none'}--{target}")
-    return Path(results_dir) / LOG_DIR / (name + suffix)
 
 
 def crash_site(log: Path) -> str | None:
@@ -85,25 +80,23 @@ class JobTracker:
         self.current = _MODEL_STAGE
         self.done: set = set()
 
-    def on(self, message: tuple) -> tuple:
-        """The sweep's event for a worker's message."""
-        if message[0] == "model":
+    def on(self, event: WorkerEvent) -> WorkerEvent:
+        """Follow one of the worker's events; the event, for the sweep."""
+        if isinstance(event, BuildingModel):
             self.current = _MODEL_STAGE
-            return ("stage", f"{self.job.model}: building the model")
-        if message[0] == "start":
-            self.current = message[1]
-            return ("stage", f"{self.job.model}: {message[1] or self.job.target}")
-        if message[0] == "record":
-            self.done.add(message[1]["strategy"])
+        elif isinstance(event, Measuring):
+            self.current = event.strategy
+        elif isinstance(event, Recorded):
+            self.done.add(event.record["strategy"])
             self.current = _BETWEEN
-        return message
+        return event
 
     @property
     def finished(self) -> bool:
         """Whether every strategy of the job has its record (the worker is only ending)."""
         return self.done.issuperset(self.job.strategies)
 
-    def ended(self, reason: str, log: str | None = None, repeatable: bool = False) -> tuple[list, Job | None]:
+    def ended(self, reason: str, log: str | None = None, repeatable: bool = False) -> tuple[list[Recorded], Job | None]:
         """Events for a worker that ended before its job did, and the job left to do;
         ``repeatable``: a crash the same measurement would repeat (see :func:`crashed`)."""
         left = [s for s in self.job.strategies if s not in self.done]
@@ -120,7 +113,7 @@ class JobTracker:
         if log:
             fields["log"] = log
         fields["repeatable"] = repeatable and target.failures_repeat
-        events = [("record", self.job.record(s, "failed", f"{reason} {where}", **fields), None) for s in failing]
+        events = [Recorded(self.job.record(s, "failed", f"{reason} {where}", **fields)) for s in failing]
         rest = [s for s in left if s not in failing]
         return events, replace(self.job, strategies=rest) if rest else None
 
@@ -131,7 +124,7 @@ class InProcess:
     def run(self, jobs: list[Job], handle) -> None:
         for job in jobs:
             tracker = JobTracker(job)
-            measure_job(job, lambda message: handle(tracker.on(message)))
+            run_job(job, lambda event: handle(tracker.on(event)))
 
 
 def _exit_with(sweep_pid: int) -> None:
@@ -148,7 +141,7 @@ def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
     threading.Thread(target=_exit_with, args=(sweep_pid,), daemon=True).start()
     with open(crash_log, "w") as log:
         faulthandler.enable(file=log)
-        measure_job(job, connection.send, wait_turn=connection.recv)
+        run_job(job, connection.send, wait_turn=connection.recv)
     os.remove(crash_log)
 
 
@@ -201,7 +194,7 @@ class LocalWorkers:
     def _start(self, context, job: Job) -> _Running:
         ours, workers = context.Pipe()
         self._started += 1
-        crash_log = Path(job.context.results_dir) / LOG_DIR / f".worker-{os.getpid()}-{self._started}.crash.log"
+        crash_log = ResultsDir(job.context.results_dir).worker_crash_log(os.getpid(), self._started)
         crash_log.parent.mkdir(parents=True, exist_ok=True)
         process = context.Process(target=_worker_main, args=(job, workers, str(crash_log), os.getpid()),
                                   daemon=True)
@@ -244,7 +237,7 @@ class LocalWorkers:
             worker.process.kill()
 
     @staticmethod
-    def _ended(worker: _Running) -> tuple[list, Job | None]:
+    def _ended(worker: _Running) -> tuple[list[Recorded], Job | None]:
         worker.process.join()
         worker.connection.close()
         reason = worker.limit or death_reason(worker.process.exitcode)
@@ -255,7 +248,7 @@ class LocalWorkers:
         if worker.crash_log.is_file() and worker.crash_log.stat().st_size > 0:
             job, current = worker.tracker.job, worker.tracker.current
             stage = current if current not in (_MODEL_STAGE, _BETWEEN) else None
-            log = log_path(job.context.results_dir, job.model, stage, job.target, ".crash.log").resolve()
+            log = ResultsDir(job.context.results_dir).log(job.model, stage, job.target, ".crash.log").resolve()
             worker.crash_log.replace(log)
         worker.crash_log.unlink(missing_ok=True)
         repeatable = worker.limit is None and crashed(worker.process.exitcode)
@@ -268,24 +261,3 @@ def _resident_bytes(pid: int) -> int:
         return sum(p.memory_info().rss for p in [process, *process.children(recursive=True)])
     except psutil.NoSuchProcess:  # it ended meanwhile
         return 0
-
-
-@dataclass
-class Execution:
-    """Where a sweep's jobs run: ``workers`` processes on this machine (None: one per core;
-    0: in this process, without isolation), or a Ray cluster at ``ray`` (``local`` starts
-    one on this machine); ``time_limit`` seconds and ``memory_limit`` bytes per job."""
-
-    workers: int | None = None
-    ray: str | None = None
-    time_limit: float | None = None
-    memory_limit: int | None = None
-
-    def executor(self):
-        if self.ray is not None:
-            from harness.pipeline.ray_cluster import RayWorkers
-
-            return RayWorkers(self.ray, self.time_limit, self.memory_limit)
-        if self.workers == 0:
-            return InProcess()
-        return LocalWorkers(self.workers or os.cpu_count() or 1, self.time_limit, self.memory_limit)

@@ -4,7 +4,7 @@ vulkan-run runs its runner with :func:`run_timed`. The same code runs as a scrip
 (Python's standard library only) on a machine that has a runner and a GPU but no
 ExecuTorch, e.g. a GPU box reached through a job system::
 
-    python3 harness/targets/vulkan/remote.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--repeats 3]
+    python3 harness/targets/vulkan/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--repeats 3]
 
 It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
 them: each .pte with its inputs, ``.inputs/input-N.bin``) once, ``warmup + iterations``
@@ -110,7 +110,7 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
     """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
     programs = sorted((results / "programs").glob("*/*.pte"))
     if not programs:
-        raise SystemExit(f"remote.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
+        raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
     summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
                "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
                "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats}, "programs": {}}
@@ -129,14 +129,14 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
                 latencies, peak = run_timed(execute, workdir, warmup, iterations, repeats)
             except RuntimeError as error:
                 summary["programs"][name] = {"error": str(error)}
-                print(f"remote.py: {name}: {error}", file=sys.stderr)
+                print(f"remote_runner.py: {name}: {error}", file=sys.stderr)
                 continue
             summary["programs"][name] = {"latencies_ms": latencies, "peak_rss_bytes": peak,
                                          "etdump": latencies is None}
             if latencies is None:
                 archive.add(workdir / RUNNER_ETDUMP, str(Path(name).with_suffix(".etdump")))
             timing = "ETDump written" if latencies is None else f"{statistics.median(latencies):.3f} ms (wall clock)"
-            print(f"remote.py: [{index + 1}/{len(programs)}] {name}: {timing}", file=sys.stderr, flush=True)
+            print(f"remote_runner.py: [{index + 1}/{len(programs)}] {name}: {timing}", file=sys.stderr, flush=True)
         listing = Path(scratch) / REMOTE_SUMMARY
         listing.write_text(json.dumps(summary, indent=1))
         archive.add(listing, REMOTE_SUMMARY)

@@ -1,9 +1,9 @@
-"""Records of programs run on another machine by ``harness/targets/vulkan/remote.py``.
+"""Records of programs run on another machine by ``harness/targets/vulkan/remote_runner.py``.
 
 The programs were made here by ``run --target vulkan-run`` (records, .pte, node maps,
 inputs); the other machine ran them and sent back a tar of ETDumps and ``remote.json``.
 Each ok vulkan-run record becomes a record of that machine: its latency (from its
-ETDump's events, as vulkan-run reads them, else remote.py's wall-clock timings) and peak
+ETDump's events, as vulkan-run reads them, else remote_runner.py's wall-clock timings) and peak
 memory, GPU time attributed by node from its ETDump, its Vulkan device and runner in the
 environment (so the identity differs from the local record's). Outputs are not compared
 there: ``max_abs_error`` is None and ``run_note`` says so.
@@ -15,19 +15,20 @@ import tarfile
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.pipeline.sweep import identity_fields
+from harness.results.provenance import identity_fields
+from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import gpu_summary, prediction_error
 from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
-from harness.targets.vulkan.remote import REMOTE_SUMMARY
-from harness.targets.vulkan.targets import program_dispatches, program_path
+from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY
+from harness.targets.vulkan.targets import program_dispatches
 
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance",
               "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share", "staging_gpu_ms", "prediction_error")
 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
-    pte = program_path(out, record["model"], record["strategy"])
+    pte = ResultsDir(out).program(record["model"], record["strategy"])
     environment = {**record["environment"], "vulkan_device": summary["device"], "machine": summary["machine"],
                    "runtime": f"executor_runner:{summary['runner_digest']}",
                    "run_settings": {**summary["settings"]}}
@@ -39,11 +40,11 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
         return fields
     iterations = summary["settings"]["iterations"]
     # An ETDump came back where the runner has the event tracer: its events are the latency (in a
-    # tar of the earlier remote.py too, which sent its wall-clock timings beside it).
-    etdump = pte.with_suffix(".etdump") if run["etdump"] else None
+    # tar of the earlier remote_runner.py too, which sent its wall-clock timings beside it).
+    etdump = ResultsDir.beside(pte, "etdump") if run["etdump"] else None
     fields.update(latency_fields(etdump, iterations, run["latencies_ms"]), iterations=iterations,
                   peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
-                  run_note=f"run on {summary['machine']} ({summary['device']}) by remote.py; outputs not compared")
+                  run_note=f"run on {summary['machine']} ({summary['device']}) by remote_runner.py; outputs not compared")
     if run["etdump"]:
         fields.update(gpu_summary(program_dispatches(pte)))
         fields["prediction_error"] = prediction_error(fields)
@@ -51,12 +52,12 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
 
 
 def _name(record: dict) -> str:
-    """A record's program as remote.py names it: its path under the results directory."""
-    return str(program_path(Path(), record["model"], record["strategy"]))
+    """A record's program as remote_runner.py names it: its path under the results directory."""
+    return str(ResultsDir("").program(record["model"], record["strategy"]))
 
 
 def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
-    """The records of ``archive`` (remote.py's tar of ``results``' programs) in ``out``."""
+    """The records of ``archive`` (remote_runner.py's tar of ``results``' programs) in ``out``."""
     results, out = Path(results), Path(out)
     if out.resolve() == results.resolve():
         raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
@@ -65,12 +66,13 @@ def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
         local = [r for r in latest(RecordStore(results).read())
                  if r["target"] == "vulkan-run" and r["status"] == "ok" and _name(r) in summary["programs"]]
         for record in local:
-            source = program_path(results, record["model"], record["strategy"])
-            target = program_path(out, record["model"], record["strategy"])
+            source = ResultsDir(results).program(record["model"], record["strategy"])
+            target = ResultsDir(out).program(record["model"], record["strategy"])
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
-            shutil.copyfile(source.with_suffix(".nodes.json"), target.with_suffix(".nodes.json"))
-        tar.extractall(out, members=[m for m in tar.getmembers() if m.name.endswith(".etdump")], filter="data")
+            shutil.copyfile(ResultsDir.beside(source, "node_map"), ResultsDir.beside(target, "node_map"))
+        etdumps = [m for m in tar.getmembers() if m.name.endswith(ResultsDir.PROGRAM_SUFFIXES["etdump"])]
+        tar.extractall(out, members=etdumps, filter="data")
     store = RecordStore(out)
     imported = []
     for record in local:

@@ -7,8 +7,8 @@ target's environment (tool versions; where programs run, the runtime's digest, t
 and the run settings). A dirty tree is not an identity. A settled record (ok, or a failure
 the same identity would repeat: see :func:`settled`) whose identity is already in the
 results directory or in the record cache is reused (``fresh`` measures everything again);
-everything else is measured, one job per model (:mod:`harness.pipeline.measure`) in a
-worker process, locally or on a Ray cluster (:mod:`harness.pipeline.workers`). Each
+everything else is measured, one job per model (:mod:`harness.sweep.job`) in a
+worker process, locally or on a Ray cluster (:mod:`harness.sweep.execution`). Each
 model goes through one :class:`~harness.pipeline.model.ModelPipeline` (exported once, its
 lowering prefix from the disk cache); every strategy then finishes its own copy. A model
 or strategy that fails, crashes its worker or passes a limit becomes a ``failed`` record
@@ -19,7 +19,6 @@ only results.
 """
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
@@ -30,11 +29,12 @@ import models
 import strategies
 from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
-from harness.pipeline import measure
-from harness.pipeline.measure import Job
-from harness.pipeline.workers import LOG_DIR, Execution, log_path
-from harness.results.provenance import code_digest, provenance
+from harness.results.provenance import code_digest, identity_fields, provenance
 from harness.results.store import RecordStore
+from harness.sweep import job as job_code
+from harness.sweep.events import CommandMistake, Recorded, WorkerEvent
+from harness.sweep.execution import Execution
+from harness.sweep.job import Job
 from harness.targets import MeasureContext, get_target
 
 RECORDS = DiskCache("records")
@@ -58,24 +58,10 @@ def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | No
 
 def _write_log(store: RecordStore, record: dict, trace: str) -> str:
     """A traceback in a file under the results directory; its path."""
-    path = log_path(store.directory, record["model"], record["strategy"], record["target"])
+    path = store.layout.log(record["model"], record["strategy"], record["target"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(trace)
     return str(path.resolve())
-
-
-def identity_fields(model: str, model_digest: str, strategy: str | None, strategy_digest: str | None, target: str,
-              environment: dict, harness_digest: str) -> dict:
-    """Everything a record's numbers depend on, and its digest (the record's ``identity``)."""
-    fields = {
-        "model_digest": model_digest,
-        "strategy_digest": strategy_digest,
-        "harness_digest": harness_digest,
-        "environment": environment,
-    }
-    fields["identity"] = hashlib.sha256(
-        json.dumps([model, strategy, target, fields], sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return fields
 
 
 @dataclass
@@ -119,7 +105,7 @@ def _with_log(record: dict, store: RecordStore) -> dict:
     """A record reused from the record cache, its log (if any) written into ``store``'s directory."""
     log_text = record.pop("log_text", None)
     if log_text is not None:
-        log = store.directory / LOG_DIR / Path(record["log"]).name
+        log = store.layout.logs / Path(record["log"]).name
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(log_text)
         record["log"] = str(log.resolve())
@@ -160,7 +146,7 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
     except TargetUnavailableError as error:
         unavailable, environment = str(error), {}
     # The code that makes a record (not the code that plans or schedules it).
-    harness_digest = code_digest(sys.modules[type(target).__module__], measure)
+    harness_digest = code_digest(sys.modules[type(target).__module__], job_code)
     strategy_digests = {s: code_digest(strategies.get_strategy(s)) if s else None for s in chosen}
     known = {} if fresh else _reusable(store)
 
@@ -182,7 +168,7 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
         model_digest = models.source_digest(model_name)
         for strategy in chosen:
             identity = identity_fields(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
-                                 environment, harness_digest)
+                                       environment, harness_digest)
             reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
             if reused is None or not target.reusable(reused, context):
                 job.strategies.append(strategy)
@@ -196,16 +182,15 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
         if job.strategies:
             jobs.append(job)
 
-    def handle(event: tuple) -> None:
-        if event[0] == "stage":
-            progress.stage(event[1])
-        elif event[0] == "usage":
-            raise UsageError(event[1])
+    def handle(event: WorkerEvent) -> None:
+        if isinstance(event, Recorded):
+            if event.trace:
+                event.record["log"] = _write_log(store, event.record, event.trace)
+            emit(event.record)
+        elif isinstance(event, CommandMistake):
+            raise UsageError(event.message)
         else:
-            record, trace = event[1], event[2]
-            if trace:
-                record["log"] = _write_log(store, record, trace)
-            emit(record)
+            progress.stage(event.stage)
 
     (execution or Execution()).executor().run(jobs, handle)
     order = {(m, s): i for i, (m, s) in enumerate((m, s) for m in model_names for s in chosen)}

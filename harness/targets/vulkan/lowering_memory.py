@@ -7,7 +7,7 @@ It depends on exactly what the model's lowering prefix depends on (model, torch,
 and timm versions, the lowering code), so it is kept under the prefix's key: a commit that
 changes a strategy, or none of those, reads it instead of lowering every model again.
 
-    python -m harness.pipeline.lowering_memory MODEL    # the measured process itself
+    python -m harness.targets.vulkan.lowering_memory MODEL    # the measured process itself
 """
 
 import json
@@ -18,7 +18,8 @@ import tempfile
 
 from harness.cache import DiskCache
 from harness.errors import LoweringError
-from harness.pipeline.model import pipeline, prefix_key
+from harness.pipeline.model import pipeline
+from harness.targets.vulkan.prefix import prefix_key
 from harness.targets.vulkan.lowering import VulkanLowering
 
 PEAKS = DiskCache("lowering-memory")
@@ -26,12 +27,12 @@ PEAKS = DiskCache("lowering-memory")
 
 def lowering_peak_bytes(name: str) -> int:
     """The peak resident bytes of lowering ``name`` (measured now if no entry holds it)."""
-    peak, _ = PEAKS.get_or_create(prefix_key(name), lambda: _measure(name),
+    peak, _ = PEAKS.get_or_create(prefix_key(name), lambda: _lower_in_new_process(name),
                                   lambda value: json.dumps(value).encode(), json.loads)
     return peak
 
 
-def _measure(name: str) -> int:
+def _lower_in_new_process(name: str) -> int:
     pipeline(name).exported  # exported into the cache first: the measured process only loads it
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen([sys.executable, "-m", __name__, name], stdout=subprocess.DEVNULL, stderr=errors)

@@ -5,14 +5,14 @@ This module imports none of that itself, so the command line can start the serve
 its own heavy imports (:func:`start_early`): the two import at once on two cores, and the
 first worker does not wait for a second round of imports after the sweep is planned.
 Last, the server takes what it imported out of the garbage collector's way
-(:mod:`harness.pipeline.fork_server_ready`).
+(:mod:`harness.sweep.freeze_heap`).
 """
 
 import multiprocessing
 import multiprocessing.forkserver
 
-PRELOAD = ["harness.quiet", "harness.pipeline.workers", "harness.targets.vulkan.targets",
-           "harness.targets.arm.targets", "harness.pipeline.fork_server_ready"]
+PRELOAD = ["harness.quiet", "harness.sweep.workers", "harness.targets.vulkan.targets",
+           "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
 
 
 def context():

@@ -1,4 +1,4 @@
-"""Imported last by the workers' fork server (:data:`harness.pipeline.fork_server.PRELOAD`),
+"""Imported last by the workers' fork server (:data:`harness.sweep.fork_server.PRELOAD`),
 and nowhere else: everything the server imported (torch, ExecuTorch, the harness) is never
 garbage, so it leaves the garbage collector's way. Every worker forked from the server
 inherits that (a collection no longer traverses it: a prefix loads ~1.7x faster), and the

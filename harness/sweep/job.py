@@ -1,11 +1,10 @@
 """The measuring half of a sweep: one model's records, made wherever a worker runs.
 
 A :class:`Job` is one model and the strategies still to measure on one target, with the
-identity the sweep planned for each. :func:`measure_job` runs it and reports through
-``send``: ``("model",)`` while building the model (export, lowering prefix: what every
-strategy shares), ``("start", strategy)`` before each measurement, then
-``("record", record, traceback)`` (the traceback of an unexpected error, for the sweep to
-keep in its logs), or ``("usage", message)`` for a mistake of the command line.
+identity the sweep planned for each. :func:`run_job` runs it and reports through ``send``
+(:mod:`harness.sweep.events`): :class:`BuildingModel` while building what every strategy
+shares, :class:`Measuring` before each measurement, then :class:`Recorded`, or
+:class:`CommandMistake` for a mistake of the command line.
 It runs in a worker process (a local one, or a Ray task), so a native crash ends only the
 worker: the sweep learns from the missing record which measurement it was in.
 """
@@ -13,7 +12,6 @@ worker: the sweep learns from the missing record which measurement it was in.
 import contextlib
 import gc
 import os
-import sys
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,8 +21,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import strategies
 from harness.errors import LayoutbenchError, TargetUnavailableError, UnavailableError, UsageError, describe
 from harness.pipeline.model import ModelPipeline
+from harness.quiet import output_to_stderr
 from harness.results.provenance import code_digest
 from harness.results.store import make_record
+from harness.sweep.events import BuildingModel, CommandMistake, Measuring, Recorded
 from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
 
@@ -48,21 +48,6 @@ class Job:
                              **self.identities.get(strategy, {}), **fields)
         record["timestamp"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         return record
-
-
-@contextlib.contextmanager
-def output_to_stderr():
-    """While active, what Python code and native libraries print to stdout goes to stderr."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -130,8 +115,8 @@ def _code_mismatch(job: Job, strategy) -> str | None:
             "install the same version wherever workers run")
 
 
-def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, str | None]:
-    """One record, and the traceback of an unexpected error; a failure is ``repeatable``
+def _strategy_record(job: Job, target, model: ModelPipeline, strategy) -> Recorded:
+    """One strategy's record (with the traceback of an unexpected error); a failure is ``repeatable``
     where the target's failures repeat (see ``Target.failures_repeat``)."""
     fields: dict = dict.fromkeys(target.metrics)  # every record of a target has its keys
     fields["worker_peak_rss_bytes"] = None
@@ -144,7 +129,7 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
 
     mismatch = _code_mismatch(job, strategy)
     if mismatch:
-        return record("failed", mismatch, repeatable=False), None
+        return Recorded(record("failed", mismatch, repeatable=False))
     try:
         target.measure(model, strategy, fields, job.context)
     except Exception as raised:  # one model's failure must not end the sweep
@@ -152,16 +137,16 @@ def _measure(job: Job, target, model: ModelPipeline, strategy) -> tuple[dict, st
         if isinstance(error, UsageError):
             raise error from raised
         if isinstance(error, UnavailableError):  # a tool, a runtime or a cost table this host lacks
-            return record("skipped", str(error)), None
+            return Recorded(record("skipped", str(error)))
         trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
-        return record("failed", describe(error), repeatable=target.failures_repeat), trace
+        return Recorded(record("failed", describe(error), repeatable=target.failures_repeat), trace)
     wrong = wrong_answer(fields)
     if wrong:
-        return record("failed", wrong, repeatable=target.failures_repeat), None
-    return record("ok", None), None
+        return Recorded(record("failed", wrong, repeatable=target.failures_repeat))
+    return Recorded(record("ok", None))
 
 
-def measure_job(job: Job, send, wait_turn=None) -> None:
+def run_job(job: Job, send, wait_turn=None) -> None:
     """Measure every strategy of ``job``, reporting each as described in the module;
     ``wait_turn`` (where given) returns when the worker may build the model and measure:
     until then it only reads from the caches what the model's strategies share."""
@@ -175,23 +160,23 @@ def measure_job(job: Job, send, wait_turn=None) -> None:
             target.prepare(job.context)
         except TargetUnavailableError as error:  # this worker's host cannot measure
             for strategy in job.strategies:
-                send(("record", job.record(strategy, "skipped", str(error)), None))
+                send(Recorded(job.record(strategy, "skipped", str(error))))
             return
         if wait_turn is not None:
             with contextlib.suppress(Exception):  # what did not load is built in the worker's turn
                 target.load_cached_model(model)
             wait_turn()
-        send(("model",))
+        send(BuildingModel(job.model))
         with contextlib.suppress(Exception):  # a failed stage fails each record, with its reason
             target.prepare_model(model)
         release_held_memory()  # what building the model left
         with model_out_of_collections():
             for strategy in job.strategies:
-                send(("start", strategy))
+                send(Measuring(job.model, job.target, strategy))
                 try:
-                    record, trace = _measure(job, target, model, strategy)
+                    recorded = _strategy_record(job, target, model, strategy)
                 except UsageError as error:
-                    send(("usage", str(error)))
+                    send(CommandMistake(str(error)))
                     return
-                send(("record", record, trace))
+                send(recorded)
                 release_held_memory()

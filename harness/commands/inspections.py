@@ -1,0 +1,60 @@
+"""The commands that look inside a strategy's result: explain, profile and costs."""
+
+import sys
+
+from harness.commands import PROGRAM
+from harness.commands.sweeps import start_local_workers, sweep
+
+
+def explain(args) -> int:
+    import models
+    import strategies
+    from harness.inspection.explain import explain, render_explanation
+
+    models.resolve_models(args.model)
+    strategies.resolve_strategies(",".join([args.strategy] + ([args.vs] if args.vs else [])))
+    print(f"{PROGRAM}: lowering {args.model}", file=sys.stderr)
+    result, lowered = explain(args.model, args.strategy, args.vs)
+    if args.graph:
+        from harness.inspection.graph_view import write
+
+        path = write(lowered[0], f"{args.model} / {args.strategy}", args.graph)
+        print(f"{PROGRAM}: graph written to {path}", file=sys.stderr)
+    print(render_explanation(result, args.format))
+    return 0
+
+
+def costs(args) -> int:
+    from harness.errors import UsageError
+    from harness.inspection.costs import cost_table, write
+    from harness.results.table import format_number
+
+    try:
+        table = cost_table(args.results)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    if args.out:
+        print(f"{PROGRAM}: cost table written to {write(table, args.out)}", file=sys.stderr)
+    if args.format == "table":
+        print(table.to_string(index=False, float_format=format_number))
+    else:
+        print(table.to_json(orient="records", indent=1) if args.format == "json" else table.to_csv(index=False))
+    return 0
+
+
+def profile(args) -> int:
+    start_local_workers(args)
+    import models
+    import strategies
+    from harness.inspection.profile import chart, profile_runs, recorded_runs, render_profile
+    from harness.results.results_dir import ResultsDir
+
+    model = models.resolve_models(args.model)[0]
+    names = [args.strategy] + ([args.vs] if args.vs else [])
+    strategies.resolve_strategies(",".join(names))
+    records = recorded_runs(args.out, model, names) if args.recorded else sweep(args, [model], names, ["vulkan-run"])
+    result, frames = profile_runs(args.out, model, names, records, args.top)
+    path = chart(frames, f"{model}: GPU time per operator", args.chart or ResultsDir(args.out).profile_chart(model, names))
+    print(f"{PROGRAM}: chart written to {path}", file=sys.stderr)
+    print(render_profile(result, args.format))
+    return 0

@@ -1,0 +1,139 @@
+"""The commands that sweep or judge a sweep: run, compare, gate and calibrate."""
+
+import sys
+
+from harness.commands import PROGRAM
+from harness.commands.output import SweepProgress, render_records
+
+
+def gate(args) -> int:
+    from harness.results.gate import failures, judge, parse_thresholds
+    from harness.results.table import format_number
+
+    verdicts = judge(args.baseline, args.candidate, parse_thresholds(args.threshold))
+    failing = failures(verdicts)
+    if args.format == "table":
+        changed = verdicts[(verdicts["verdict"] != "ok") | (verdicts["delta"].fillna(0) != 0)]
+        shown = changed.set_index(["model", "strategy", "target", "metric"]).dropna(axis=1, how="all")
+        print(shown.to_string(float_format=format_number, na_rep="-") if len(shown) else "(no metric changed)")
+        print(f"{PROGRAM}: {len(verdicts) - len(changed)} gated metrics unchanged", file=sys.stderr)
+    else:
+        print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
+    for row in failing.itertuples():
+        what = row.note if row.verdict == "missing" else (
+            f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})")
+        print(f"{PROGRAM}: worse: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
+    verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
+    print(f"{PROGRAM}: {verdict} ({args.candidate} vs {args.baseline})", file=sys.stderr)
+    return 1 if len(failing) else 0
+
+
+def sweep(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> list[dict]:
+    """Measure (or reuse) models x strategies x targets into ``--out`` with a progress bar;
+    the records, in plan order, and one line saying what failed, was skipped and was reused."""
+    from pathlib import Path
+
+    from harness.results.store import RecordStore, key, latest
+    from harness.sweep.execution import Execution
+    from harness.sweep.planning import run_sweep, strategies_for
+    from harness.targets import MeasureContext, RunSettings
+
+    plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
+    store = RecordStore(args.out)
+    context = MeasureContext(Path(args.out).resolve(), args.et_runner,
+                             RunSettings(warmup=args.warmup, iterations=args.iterations))
+    execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
+    measured = reused = 0
+    with store.writing(wait=not args.no_wait), SweepProgress(len(plan)) as progress:
+        for target in targets:
+            done = run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh,
+                             context=context, execution=execution)
+            measured, reused = measured + len(done.measured), reused + len(done.reused)
+        records = latest(store.read())  # before another command's sweep can add to them
+
+    order = {entry: i for i, entry in enumerate(plan)}
+    records = sorted((r for r in records if key(r) in order), key=lambda r: order[key(r)])
+    reasons: dict = {}
+    for record in records:
+        if record["status"] == "failed":
+            place = (record["model"], record["target"], record["reason"])
+            reasons.setdefault(place, []).append(record["strategy"] or record["target"])
+    for (model, _, reason), which in reasons.items():
+        print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
+    for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
+        print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(records)} records in {store.path}: {measured} measured, {reused} reused "
+          "(same identity: model, strategy and harness code, tool versions)", file=sys.stderr)
+    return records
+
+
+def start_local_workers(args) -> None:
+    """Start the local workers' fork server before this process's own heavy imports, so
+    both import at once (see :mod:`harness.sweep.fork_server`)."""
+    if args.workers != 0 and args.ray is None:
+        from harness.sweep import fork_server
+
+        fork_server.start_early()
+
+
+def run(args) -> int:
+    start_local_workers(args)
+    import models
+    import strategies
+    from harness.targets import resolve_targets
+
+    records = sweep(args, models.resolve_models(args.models, args.zoo),
+                    strategies.resolve_strategies(args.strategies), resolve_targets(args.target))
+    print(render_records(records, args.format, args.columns))
+    return 1 if any(r["status"] == "failed" for r in records) else 0
+
+
+def compare(args) -> int:
+    from harness.errors import UsageError
+
+    judging = args.baseline or args.candidate
+    if judging and (args.models or args.zoo):
+        raise UsageError("--baseline/--candidate compare recorded results; drop --models/--zoo")
+    if judging:
+        if not (args.baseline and args.candidate):
+            raise UsageError("--baseline and --candidate go together")
+        return gate(args)
+    if not (args.models or args.zoo):
+        raise UsageError("say what to run (--models or --zoo), or what to judge (--baseline and --candidate)")
+    return run(args)
+
+
+def calibrate(args) -> int:
+    from harness.errors import UsageError
+
+    if not (args.fit or args.models or args.zoo):
+        raise UsageError("say what to calibrate on (--models or --zoo), or which runs to fit (--fit RESULTS ...)")
+    if args.fit and (args.models or args.zoo):
+        raise UsageError("--fit fits runs already made; drop --models/--zoo")
+    if not args.fit:
+        start_local_workers(args)
+    import models
+    import strategies
+    from harness.inspection.costs import fit_cost_model, write_cost_model
+    from harness.results.results_dir import ResultsDir
+    from strategies.calibration import MAX_ROUNDS, round_name
+
+    if args.rounds > MAX_ROUNDS:
+        raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
+    names = None
+    if not args.fit:
+        names = [round_name(n) for n in range(1, args.rounds + 1)]
+        names += strategies.resolve_strategies(args.strategies) if args.strategies else []
+        records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
+        if not any(r["status"] == "ok" for r in records):
+            raise UsageError("no program ran, so there is nothing to fit (reasons above)")
+    try:
+        table = fit_cost_model(args.fit or [args.out], names)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    path = write_cost_model(table, args.table or ResultsDir(args.out).cost_table)
+    print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices, "
+          f"{len(table.operators)} (operator, representations) fits, {len(table.transitions)} transition fits",
+          file=sys.stderr)
+    print(path)
+    return 0

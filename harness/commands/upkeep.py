@@ -1,0 +1,108 @@
+"""The upkeep commands: list, report, cache, runtime, dashboard and import-remote."""
+
+import json
+import sys
+
+from harness.cache import ENTRY_KINDS
+from harness.commands import PROGRAM
+from harness.commands.output import render_records
+
+
+def import_remote(args) -> int:
+    from harness.targets.vulkan.remote_import import import_remote
+
+    records = import_remote(args.results, args.archive, args.out)
+    print(render_records(records, args.format, args.columns))
+    failed = [r for r in records if r["status"] == "failed"]
+    for record in failed:
+        print(f"{PROGRAM}: {record['model']} / {record['strategy']}: {record['reason']}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(records)} records of {records[0]['environment']['vulkan_device']} in {args.out}",
+          file=sys.stderr)
+    return 1 if failed else 0
+
+
+def report(args) -> int:
+    from harness.results.report import write_report
+
+    html = write_report(args.results, args.out)
+    print(f"{PROGRAM}: report written to {html} (Markdown: {html.with_suffix('.md')})", file=sys.stderr)
+    print(html)
+    return 0
+
+
+def dashboard(args) -> int:
+    from harness.results.dashboard import vendor
+
+    count = vendor(args.html)
+    print(f"{PROGRAM}: {count} CDN references in {args.html} now point at local copies", file=sys.stderr)
+    return 0
+
+
+def cache(args) -> int:
+    import pandas as pd
+
+    from harness.cache import KINDS, clear, prune, usage
+    from harness.errors import UsageError
+    from harness.results.table import format_value
+    from layoutkit.files import cache_root
+
+    if args.unused_for is not None and args.clear is None:
+        raise UsageError("--unused-for says which entries --clear removes: add --clear [KIND ...]")
+    if args.clear is not None:
+        unknown = sorted(set(args.clear) - set(KINDS))
+        if unknown:
+            raise UsageError(f"unknown cache kind {', '.join(unknown)}; known: {', '.join(KINDS)}")
+        if args.unused_for is None:
+            clear(args.clear or list(KINDS))
+            print(f"{PROGRAM}: cleared {', '.join(args.clear or KINDS)} in {cache_root()}", file=sys.stderr)
+        else:
+            tools = sorted(set(args.clear) - set(ENTRY_KINDS))
+            if tools:
+                raise UsageError(f"{', '.join(tools)}: tools, not entries; clear them whole, without --unused-for")
+            kinds = args.clear or list(ENTRY_KINDS)
+            removed, size = prune(kinds, args.unused_for)
+            print(f"{PROGRAM}: removed {removed} entries ({format_value('pte_bytes', size)}) unused for "
+                  f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}", file=sys.stderr)
+    rows = usage()
+    if args.format == "json":
+        print(json.dumps({"root": str(cache_root()), "kinds": rows}, indent=1))
+        return 0
+    table = pd.DataFrame(rows).set_index("kind")
+    table["bytes"] = table["bytes"].map(lambda size: format_value("pte_bytes", size))
+    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))})")
+    print(table[["entries", "bytes", "holds"]].to_string())
+    return 0
+
+
+def runtime(args) -> int:
+    from harness.errors import UsageError
+    from harness.targets.vulkan import runtime_build
+
+    if args.action == "build":
+        if args.et_runner:
+            raise UsageError("--et-runner names a runtime to report on; runtime build builds one: drop it")
+        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs))
+        return 0
+    if args.source or args.cmake_arg or args.rebuild or args.jobs:
+        raise UsageError("--source, --cmake-arg, --rebuild and --jobs go with runtime build")
+    text, found = runtime_build.report(args.et_runner)
+    print(text)
+    return 0 if found else 1
+
+
+def list_names(args) -> int:
+    if args.what in ("models", "zoos"):
+        import models
+
+        names = (models.list_zoos() if args.what == "zoos"
+                 else models.list_models(zoo=args.zoo) if args.zoo else models.list_models())
+    elif args.what == "strategies":
+        import strategies
+
+        names = strategies.list_strategies()
+    else:
+        from harness.targets import list_targets
+
+        names = list_targets()
+    print("\n".join(names))
+    return 0

@@ -1,0 +1,75 @@
+"""The layout of a results directory, in one place: every file a command keeps there.
+
+::
+
+    RESULTS/records.jsonl                      the records (harness.results.store)
+    RESULTS/.writer.lock                       who writes the directory now
+    RESULTS/logs/<model>--<strategy>--<target>.log        traceback of an unexpected error
+    RESULTS/logs/<model>--<strategy>--<target>.crash.log  where a worker's native code crashed
+    RESULTS/programs/<model>/<strategy>.pte    a vulkan-run program, and beside it
+               .nodes.json  its node map      .etdump  its ETDump, once run
+               .inputs/     its inputs, as a runner reads them
+    RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
+    RESULTS/costs.json                         calibrate's cost table
+    RESULTS/report.html, report.md, report_charts/         report's output
+
+``harness/targets/vulkan/remote_runner.py`` is the one other reader of ``programs/``: a
+script run with Python alone on another machine, it cannot import this module.
+"""
+
+import re
+from pathlib import Path
+
+def _file_name(text: str) -> str:
+    """``text`` as one file name (a plug-in's ``module:Class``, a model's ``timm:name``)."""
+    return text.replace(":", ".").replace("/", "_")
+
+
+class ResultsDir:
+    """One results directory's paths; nothing is created until a writer asks for a path's folder."""
+
+    PROGRAM_SUFFIXES = {"node_map": ".nodes.json", "etdump": ".etdump", "inputs": ".inputs"}
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    @property
+    def records(self) -> Path:
+        return self.root / "records.jsonl"
+
+    @property
+    def writer_lock(self) -> Path:
+        return self.root / ".writer.lock"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def log(self, model: str, strategy: str | None, target: str, suffix: str = ".log") -> Path:
+        """The log of one (model, strategy, target): ``suffix`` ``.crash.log`` for a crash."""
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{model}--{strategy or 'none'}--{target}")
+        return self.logs / (name + suffix)
+
+    def worker_crash_log(self, sweep_pid: int, worker: int) -> Path:
+        """Where a running worker's faulthandler writes, until the sweep names it for its record."""
+        return self.logs / f".worker-{sweep_pid}-{worker}.crash.log"
+
+    def program(self, model: str, strategy: str) -> Path:
+        """A strategy's program for a model; the files beside it: :meth:`beside`."""
+        return self.root / "programs" / model.replace("/", "_") / f"{_file_name(strategy)}.pte"
+
+    @staticmethod
+    def beside(program: Path, kind: str) -> Path:
+        """The ``kind`` (``node_map``, ``etdump`` or ``inputs``) kept beside ``program``."""
+        return Path(program).with_suffix(ResultsDir.PROGRAM_SUFFIXES[kind])
+
+    def profile_chart(self, model: str, strategies: list[str]) -> Path:
+        return self.root / f"profile-{model}-{'-vs-'.join(strategies)}.png".replace(":", ".")
+
+    @property
+    def cost_table(self) -> Path:
+        return self.root / "costs.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"

@@ -1,0 +1,142 @@
+"""The ``vgf`` flow: the VGF compile spec (TOSA FP through ``model-converter``); a
+single-partition program is run by ``scenario-runner`` with the ML emulation layer on
+Vulkan (lavapipe here; ``vgf_host.py`` makes the tools runnable) and compared with eager
+PyTorch. The Arm packages are imported inside the functions (see :mod:`harness.targets.arm.tosa`).
+"""
+
+import contextlib
+import copy
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness.targets.arm.tosa import (
+    NOT_WHOLE_MODEL,
+    TOSA_FP,
+    ArmToolError,
+    compare_with_eager,
+    model_eager_outputs,
+    numpy_inputs,
+    require_arm_packages,
+    single_program,
+    substituted,
+    tosa_statistics,
+)
+from harness.targets.edge_programs import cpu_ops, delegate_payloads
+
+
+def lower_vgf(exported, model_converter: Path):
+    """VGF lowering of a copy of ``exported``: (edge manager, VGF payloads, the TOSA
+    flatbuffers model-converter was given)."""
+    from executorch.backends.arm.vgf import VgfCompileSpec, VgfPartitioner
+    from executorch.backends.arm.vgf import backend
+    from executorch.exir import to_edge_transform_and_lower
+
+    flatbuffers: list[bytes] = []
+
+    def keeping_tosa(real_compile):
+        def compile_partition(tosa_flatbuffer, *args, **kwargs):
+            flatbuffers.append(tosa_flatbuffer)
+            return real_compile(tosa_flatbuffer, *args, **kwargs)
+
+        return compile_partition
+
+    converter = {"MODEL_CONVERTER_PATH": str(model_converter)}
+    with substituted(backend, "vgf_compile", keeping_tosa), _environment(converter):
+        edge_manager = to_edge_transform_and_lower(
+            copy.deepcopy(exported), partitioner=[VgfPartitioner(VgfCompileSpec(TOSA_FP))]
+        )
+    return edge_manager, delegate_payloads(edge_manager), flatbuffers
+
+
+@contextlib.contextmanager
+def _environment(values: dict):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no output"])[-1]
+
+
+def _scenario(vgf: Path, template: dict, inputs: list[Path], outputs: list[Path]) -> dict:
+    """vgf_dump's scenario template with this run's files filled in."""
+    slots = {f"TEMPLATE_PATH_TENSOR_INPUT_{i}": str(p) for i, p in enumerate(inputs)}
+    slots |= {f"TEMPLATE_PATH_TENSOR_OUTPUT_{i}": str(p) for i, p in enumerate(outputs)}
+    for resource in template["resources"]:
+        if "graph" in resource:
+            resource["graph"]["src"] = str(vgf)
+        for key in ("src", "dst"):
+            placeholder = resource.get("tensor", {}).get(key)
+            if placeholder is not None:
+                if placeholder not in slots:
+                    raise ArmToolError(f"unexpected scenario template slot {placeholder}")
+                resource["tensor"][key] = slots[placeholder]
+    return template
+
+
+def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
+    """Run a whole-model VGF program with scenario-runner; wall time split into set-up and
+    the graph dispatch (from the runner's profiling dump), and the error against eager."""
+    vgf = workdir / "model.vgf"
+    vgf.write_bytes(payload)
+    template = subprocess.run([str(vgf_tools.vgf_dump), "-i", str(vgf), "--scenario-template"],
+                              capture_output=True, text=True, timeout=300)
+    if template.returncode != 0:
+        raise ArmToolError(f"vgf_dump failed: {_last_line(template.stderr)}")
+    inputs = []
+    for index, array in enumerate(numpy_inputs(exported)):
+        inputs.append(workdir / f"input_{index}.npy")
+        np.save(inputs[-1], array)
+    outputs = [workdir / f"output_{i}.npy" for i in range(len(model_eager_outputs(exported)))]
+    scenario = workdir / "scenario.json"
+    scenario.write_text(json.dumps(_scenario(vgf, json.loads(template.stdout), inputs, outputs)))
+    profile = workdir / "profile.json"
+    start = time.perf_counter()
+    done = subprocess.run(
+        [str(vgf_tools.scenario_runner), "--scenario", str(scenario), "--output", str(workdir),
+         "--profiling-dump-path", str(profile), "--log-level", "error"],
+        capture_output=True, text=True, timeout=1800, env={**os.environ, **vgf_tools.environment},
+    )
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise ArmToolError(f"scenario-runner failed: {_last_line(done.stderr + done.stdout)}")
+    timestamps = json.loads(profile.read_text()).get("Timestamps", [])
+    inference = sum(t["Time for command [ms]"] for t in timestamps) / 1000
+    error, limit, top1 = compare_with_eager([np.load(p) for p in outputs], exported)
+    return {"setup_seconds": wall - inference, "latency_ms_median": inference * 1000, "iterations": 1,
+            "max_abs_error": error, "error_tolerance": limit, "top1_match": top1}
+
+
+def measure_vgf(exported) -> dict:
+    require_arm_packages()
+    from harness.targets.arm.vgf_host import tools
+
+    vgf_tools = tools()
+    start = time.perf_counter()
+    edge_manager, payloads, flatbuffers = lower_vgf(exported, vgf_tools.model_converter)
+    fields = {
+        "lowering_seconds": time.perf_counter() - start,
+        "partitions": len(payloads),
+        "ops_outside_delegate": len(cpu_ops(edge_manager)),
+        **tosa_statistics(flatbuffers),
+    }
+    if single_program(payloads, fields["ops_outside_delegate"]):
+        with tempfile.TemporaryDirectory() as workdir:
+            fields.update(run_vgf(payloads[0], exported, vgf_tools, Path(workdir)))
+    else:
+        fields["run_note"] = NOT_WHOLE_MODEL
+    return fields

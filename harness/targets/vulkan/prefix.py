@@ -1,0 +1,36 @@
+"""ET-VK's lowering prefix (everything before the layout pass) as a cached stage of the
+model pipeline: it does not depend on the strategy, so it is computed once per model and
+kept on disk under :func:`prefix_key`, shared by every strategy, run, asv process and commit.
+"""
+
+import hashlib
+import json
+
+import models
+from harness.cache import DiskCache
+from harness.pipeline.model import CachedStage, ModelPipeline
+from harness.results.provenance import code_digest, provenance
+from harness.targets.vulkan import lowering as lowering_code
+from harness.targets.vulkan import serialization
+from harness.targets.vulkan.lowering import VulkanLowering
+
+PREFIXES = DiskCache("prefixes")
+
+
+def prefix_key(name: str) -> str:
+    """What a model's lowering prefix depends on: the model's name and source, torch,
+    executorch and timm versions, the lowering code."""
+    facts = provenance()
+    key = [name, models.source_digest(name), facts["torch_version"], facts["executorch_version"],
+           facts["timm_version"], code_digest(lowering_code, serialization)]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+
+
+LOWERING_PREFIX = CachedStage("vulkan_lowering", PREFIXES, prefix_key,
+                              lambda model: VulkanLowering.from_exported(model.exported),
+                              serialization.dumps, serialization.loads, "prefix_load_seconds")
+
+
+def vulkan_lowering(model: ModelPipeline) -> VulkanLowering:
+    """The model's lowering prefix, from the disk cache or lowered now."""
+    return model.cached(LOWERING_PREFIX)

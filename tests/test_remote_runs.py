@@ -1,0 +1,48 @@
+"""Programs run on another machine: ``remote_runner.py`` (Python alone, over a results
+directory's programs) and its timing from outside where a runner writes no ETDump."""
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.targets.vulkan import runners
+from harness.targets.vulkan.remote_runner import time_runner
+
+from .test_vulkan_run import stand_in_runner, xnnpack_program  # noqa: F401  (fixtures)
+
+
+def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):
+    """remote_runner.py, as a plain script (it imports nothing of ours but device.py), on a results
+    directory's programs; a program the runner cannot run is reported, not fatal."""
+    path, exported = xnnpack_program
+    good = tmp_path / "results" / "programs" / "m" / "s.pte"
+    good.parent.mkdir(parents=True)
+    shutil.copy(path, good)
+    runners.ExecutorRunner.write_inputs(list(exported.example_inputs[0]), good.with_suffix(".inputs"))
+    (good.parent / "broken.pte").write_bytes(b"not a program")
+    script = Path(runners.__file__).with_name("remote_runner.py")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "results"), str(stand_in_runner),
+                           str(tmp_path / "out.tar"), "--iterations", "2", "--repeats", "2"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / "out.tar") as archive:
+        summary = json.load(archive.extractfile("remote.json"))
+        names = archive.getnames()
+    run = summary["programs"]["programs/m/s.pte"]
+    assert run["etdump"] and run["latencies_ms"] is None  # timed by the ETDump's events, read at import
+    assert "programs/m/s.etdump" in names
+    assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
+    assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2}
+
+
+def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():
+    walls = iter([0.1, 0.30, 0.2, 0.2, 0.25, 0.3, 0.7])  # warm-up, then (1, N + 1) pairs; the first is noise
+    latencies, _ = time_runner(lambda count: (next(walls), 1), warmup=1, iterations=4, repeats=3)
+    assert latencies == pytest.approx([(0.25 - 0.2) / 4 * 1000, (0.7 - 0.3) / 4 * 1000])
+    with pytest.raises(runners.RuntimeFailure, match="raise it"):
+        time_runner(lambda count: (0.2, 1), 0, 20, 3, runners.RuntimeFailure)
