@@ -29,13 +29,11 @@ import torch
 from models import quantization
 from layoutkit.errors import InvalidModelError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
-from layoutkit.registry import import_built_ins
+from layoutkit.registry import direct_public_module, import_built_ins
 
 UNFUSED_SUFFIX = ".unfused"
 INT8_SUFFIX = ".int8"
 ENTRY_POINT_GROUP = "layoutbench.models"
-# Registered when the registry is first asked; quick_int8 last, as it reads the quick zoo.
-BUILT_IN_MODULES = ("models.edgetam", "models.synthetic", "models.timm_zoo", "models.quick_int8")
 SAVED_PROGRAM_SUFFIX = ".pt2"
 ZOO_DIR = Path(__file__).resolve().parent
 
@@ -100,6 +98,13 @@ def register_family(prefix: str, check: Callable[[str], None] | None = None,
     return decorate
 
 
+def _load_built_ins() -> None:
+    """Every public module of this package registers its models when the registry is first
+    asked; then the quick zoo is complete, and the quick-int8 zoo is its models quantized."""
+    if import_built_ins("models", direct_public_module):
+        add_to_zoo("quick-int8", *(name + INT8_SUFFIX for name in list_models(zoo="quick")))
+
+
 def add_to_zoo(zoo: str, *names: str) -> None:
     """Put derived names (``<name>.unfused``, ``<name>.int8``, ``timm:<name>``) in a zoo."""
     _zoo_variants.setdefault(zoo, set()).update(names)
@@ -110,7 +115,7 @@ def add_to_zoo(zoo: str, *names: str) -> None:
 def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
     """Model names matching a glob pattern: all registered ones (entry points included), or
     the members of a zoo."""
-    import_built_ins(BUILT_IN_MODULES)
+    _load_built_ins()
     if zoo is None:
         names = set(_models) | set(entry_point_names(ENTRY_POINT_GROUP))
     elif zoo in _family_catalogs:
@@ -122,7 +127,7 @@ def list_models(pattern: str = "*", zoo: str | None = None) -> list[str]:
 
 
 def list_zoos() -> list[str]:
-    import_built_ins(BUILT_IN_MODULES)
+    _load_built_ins()
     return sorted({zoo for entry in _models.values() for zoo in entry.zoos} | set(_zoo_variants)
                   | set(_family_catalogs))
 
@@ -218,7 +223,7 @@ def _user_factory(base: str, load: Callable) -> _Source:
 
 def _resolve(base: str) -> _Source:
     """Where the model ``base`` (no variant suffix) comes from."""
-    import_built_ins(BUILT_IN_MODULES)
+    _load_built_ins()
     if base in _models:
         return _Source(_models[base].factory, _zoo_digest)
     if base.endswith(SAVED_PROGRAM_SUFFIX):
@@ -326,7 +331,7 @@ def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str
 def _expand(pattern: str) -> list[str]:
     """The names a glob selects: ``<family>:<glob>`` from the family's catalog (trailing
     variant suffixes kept), else from the registered models."""
-    import_built_ins(BUILT_IN_MODULES)
+    _load_built_ins()
     variants = _split_variants(pattern)
     prefix, separator, argument = variants.base.partition(":")
     if separator and prefix in _family_catalogs:

@@ -9,19 +9,18 @@ group ``layoutbench.strategies``; either way it then works everywhere a built-in
 A strategy may define ``summarize(passes) -> dict`` (a classmethod taking the pass
 instances of every partition of one model) to add its own fields to the record.
 
-The built-ins register themselves when the registry is first asked, so importing this
-package stays cheap.
+The built-ins register themselves when the registry is first asked (it imports every public
+module of this package: see :mod:`layoutkit.registry`), so importing this package stays cheap
+and a new strategy is one module.
 """
 
 import fnmatch
 
 from layoutkit.errors import UnknownNameError
 from layoutkit.plugins import entry_point_names, load_object
-from layoutkit.registry import import_built_ins
+from layoutkit.registry import direct_public_module, import_built_ins
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"
-BUILT_IN_MODULES = tuple(f"strategies.{module}" for module in (
-    "all_width_packed", "bfs_downstream", "bfs_refined", "calibration", "dfs_upstream", "ilp", "ilp_time"))
 
 _strategies: dict[str, type] = {}
 _unlisted: set[str] = set()  # found by name, left out of listings and ``all``
@@ -65,7 +64,7 @@ def register_strategy(name: str, listed: bool = True):
 
 def list_strategies(pattern: str = "*") -> list[str]:
     """Built-in and entry-point strategy names matching a glob pattern."""
-    import_built_ins(BUILT_IN_MODULES)
+    import_built_ins("strategies", direct_public_module)
     names = (set(_strategies) - _unlisted) | set(entry_point_names(ENTRY_POINT_GROUP))
     return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
@@ -73,7 +72,7 @@ def list_strategies(pattern: str = "*") -> list[str]:
 def get_strategy(name: str) -> type:
     """The pass class for a registered name, an entry point, ``package.module:Class`` or
     ``path/to/file.py:Class``."""
-    import_built_ins(BUILT_IN_MODULES)
+    import_built_ins("strategies", direct_public_module)
     if name in _strategies:
         return _strategies[name]
     found = entry_point_names(ENTRY_POINT_GROUP).get(name)

@@ -5,8 +5,8 @@ A target is where a model's lowered program is measured: one module with a
 it adds (``metrics``), whether layout strategies apply to it (``uses_strategies``; Arm's
 backends have no pluggable layout pass, so their records carry no strategy), and
 ``measure``, which fills a record's fields for one (model, strategy). When the registry is
-first asked it imports the modules of :data:`BUILT_IN_MODULES`, so a new target is one
-module, one decorator and its name there.
+first asked it imports every public module directly under ``harness/targets/`` and every
+``targets.py`` of its sub-packages, so a new target is one module and one decorator.
 """
 
 import dataclasses
@@ -16,9 +16,7 @@ from pathlib import Path
 
 from harness.results.provenance import provenance, tool_versions
 from layoutkit.errors import UnknownNameError
-from layoutkit.registry import import_built_ins
-
-BUILT_IN_MODULES = ("harness.targets.vulkan.targets", "harness.targets.arm.targets")
+from layoutkit.registry import direct_public_module, import_built_ins
 
 _targets: dict[str, type] = {}
 
@@ -94,6 +92,14 @@ class Target:
         raise NotImplementedError
 
 
+def _registers_targets(relative: str) -> bool:
+    return direct_public_module(relative) or relative.endswith(".targets")
+
+
+def _load_built_ins() -> None:
+    import_built_ins("harness.targets", _registers_targets)
+
+
 def register_target(name: str):
     """Class decorator: register a Target subclass under ``name``."""
 
@@ -106,13 +112,13 @@ def register_target(name: str):
 
 
 def list_targets(pattern: str = "*") -> list[str]:
-    import_built_ins(BUILT_IN_MODULES)
+    _load_built_ins()
     return sorted(name for name in _targets if fnmatch.fnmatch(name, pattern))
 
 
 def get_target(name: str) -> Target:
     """A fresh instance of the target registered as ``name``."""
-    import_built_ins(BUILT_IN_MODULES)
+    _load_built_ins()
     if name not in _targets:
         raise UnknownNameError("target", name, list_targets())
     return _targets[name]()
