@@ -70,7 +70,7 @@ def test_layout_pass_suite_times_the_real_pass_on_a_fresh_copy(monkeypatch):
 
 def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp_path):
     from benchmarks import bench_layout_pass
-    from harness.pipeline import lowering_memory
+    from harness.targets.vulkan import lowering_memory
 
     monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small", "tests.helpers.user_models:data_dependent"])
     monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path))

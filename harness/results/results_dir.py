@@ -26,24 +26,17 @@ def _file_name(text: str) -> str:
 
 
 class ResultsDir:
-    """One results directory's paths; nothing is created until a writer asks for a path's folder."""
+    """One results directory's paths; nothing is created here (a writer makes a path's folder)."""
 
     PROGRAM_SUFFIXES = {"node_map": ".nodes.json", "etdump": ".etdump", "inputs": ".inputs"}
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-
-    @property
-    def records(self) -> Path:
-        return self.root / "records.jsonl"
-
-    @property
-    def writer_lock(self) -> Path:
-        return self.root / ".writer.lock"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
+        self.records = self.root / "records.jsonl"
+        self.writer_lock = self.root / ".writer.lock"
+        self.logs = self.root / "logs"
+        self.cost_table = self.root / "costs.json"
+        self.report = self.root / "report.html"
 
     def log(self, model: str, strategy: str | None, target: str, suffix: str = ".log") -> Path:
         """The log of one (model, strategy, target): ``suffix`` ``.crash.log`` for a crash."""
@@ -65,11 +58,3 @@ class ResultsDir:
 
     def profile_chart(self, model: str, strategies: list[str]) -> Path:
         return self.root / f"profile-{model}-{'-vs-'.join(strategies)}.png".replace(":", ".")
-
-    @property
-    def cost_table(self) -> Path:
-        return self.root / "costs.json"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
