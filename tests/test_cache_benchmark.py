@@ -4,7 +4,9 @@ a cold lowering-prefix cache and once warm, both halves in one run.
     make bench-cache    # = pytest tests/test_cache_benchmark.py --benchmark-enable -s
 
 Both halves start from the same warm export cache (copied from the user's), so the
-difference is the lowering prefix. From the records' own timing fields it reports how much
+difference is the lowering prefix. No cost table is in force (the tests' own is taken out
+of the environment): ``ilp-time`` is skipped before anything is lowered, and the run is the
+six layout strategies. From the records' own timing fields it reports how much
 of each run's wall time is the strategies' own work (their layout pass and the rest of
 preprocess, ``finish_seconds``) and how much is outside it (serialization of the .pte,
 ``serialize_seconds``, among the rest: reported on its own); a run skipped without
@@ -22,15 +24,17 @@ from pathlib import Path
 import pytest
 
 from harness.cache import cache_root
+from strategies.gpu_costs import COSTS_ENV
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 
 
 def _sweep(out: Path, cache: Path) -> dict:
+    environment = {name: value for name, value in os.environ.items() if name != COSTS_ENV}
     start = time.perf_counter()
     result = subprocess.run(
         [str(LAYOUTBENCH), "run", "--zoo", "quick", "--strategies", "all", "--fresh", "--workers", "1",
-         "--out", str(out), "--format", "json"], env={**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)},
+         "--out", str(out), "--format", "json"], env={**environment, "LAYOUTBENCH_CACHE_DIR": str(cache)},
         capture_output=True, text=True, timeout=3600,
     )
     wall = time.perf_counter() - start

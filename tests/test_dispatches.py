@@ -191,7 +191,20 @@ def test_runtime_times_are_the_etdump_s_own_events(strategy):
     assert all(0 < tracer < whole - graph for tracer, whole, graph
                in zip(times.event_tracer_ms, times.execute_ms, times.graph_execute_ms))
     with pytest.raises(ValueError, match="holds 3 Method::execute events, fewer than the 4 timed inferences"):
-        latency.event_latency(times, iterations=4)
+        latency.event_latency([times], iterations=4)
+
+
+def test_several_processes_make_the_record_of_the_fastest():
+    """A process slow throughout (time added from outside the program) does not make the
+    record: every figure is the fastest process's."""
+    def process(ms: float, load: float) -> latency.RuntimeTimes:
+        return latency.RuntimeTimes(load, [99.0, ms, ms + 0.2, ms - 0.2], [], [], [0.5] * 4)
+
+    fields = latency.event_latency([process(5.1, 100.0), process(5.0, 200.0), process(6.0, 300.0)], iterations=3)
+    assert fields["latency_ms_median"] == pytest.approx(5.0 - 0.5)
+    assert (fields["latency_ms_min"], fields["latency_ms_max"]) == pytest.approx((4.3, 4.7))
+    assert fields["method_execute_ms"] == pytest.approx(5.0) and fields["event_tracer_ms"] == 0.5
+    assert fields["load_ms"] == 200.0 and fields["graph_execute_ms"] is None
 
 
 IMPORTED_SETTINGS = {"warmup": 1, "iterations": 2, "repeats": 3}  # the kept ETDumps: 3 executions each

@@ -85,8 +85,8 @@ METRICS = {m.name: m for m in (
     _timing("refine_seconds", "Refinement (bfs-refined)"),
     # running a program (vulkan-run, the TOSA reference model, vgf)
     # Gated at 5 % where both records timed it by the runtime's events (Method::execute less the
-    # event tracer's own logging): on an H100 the median of six programs moved by at most 1.8 %
-    # between eight runs, 3.6 % once in 48 (docs/latency.md), so 5 % is past the noise;
+    # event tracer's own logging, the fastest of three processes): on an H100 twelve programs
+    # moved by at most 3.3 % between four runs (docs/latency.md), so 5 % is past the noise;
     # wall-clock latencies are not compared (one program's ranged 3.94 to 7.26 ms there).
     _timing("latency_ms_median", "Median latency of one inference", unit="ms", heading="latency", chart=True,
             report=True, gate="5%", gated_where=("latency_source", ETDUMP)),

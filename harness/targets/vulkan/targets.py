@@ -1,6 +1,7 @@
 """The Vulkan (ET-VK) targets: ``vulkan`` (the lowering: transitions, memory, partitions)
 and ``vulkan-run`` (the same, then the program run on an ET-VK runtime)."""
 
+import glob
 import json
 import tempfile
 import time
@@ -68,9 +69,10 @@ def program_path(results_dir: Path, model: str, strategy: str) -> Path:
 
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
-    them (``.inputs/``, for ``remote.py``); a stale ETDump of an earlier program goes."""
+    them (``.inputs/``, for ``remote.py``); the stale ETDumps of an earlier program go."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".etdump").unlink(missing_ok=True)
+    for stale in (path.with_suffix(".etdump"), *path.parent.glob(f"{glob.escape(path.stem)}.*.etdump")):
+        stale.unlink(missing_ok=True)
     with open(path, "wb") as program:
         pte.write_to_file(program)
     path.with_suffix(".nodes.json").write_text(json.dumps(node_map(lowered)))
@@ -122,7 +124,8 @@ class VulkanRun(Vulkan):
     """The lowering, then its program run on an ET-VK runtime and compared with eager PyTorch."""
 
     metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_min",
-               "latency_ms_max", "load_ms", "copy_inputs_ms", "graph_execute_ms", "iterations",
+               "latency_ms_max", "load_ms", "copy_inputs_ms", "graph_execute_ms", "method_execute_ms",
+               "event_tracer_ms", "iterations",
                "peak_rss_bytes", "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms",
                "transition_time_share", "staging_gpu_ms", "prediction_error")
     runs_programs = True
