@@ -3,8 +3,9 @@
 ``setup_cache`` runs the vulkan-run sweep once (warm-up and timed inferences in one runner
 process per program, as ``layoutbench run --target vulkan-run`` does); the ``track_``
 benchmarks read its records, so asv's value for a (model, strategy) is the record's. The
-latency is the median of the runtime's own ``Method::execute`` events in the ETDump, not a
-wall clock around processes (docs/latency.md); the load time is its ``Method::init``.
+latency is the median of the runtime's own ``Method::execute`` events in the ETDump, less
+the event tracer's logging inside them, not a wall clock around processes
+(docs/latency.md); the load time is its ``Method::init``.
 
 Needs a runtime (``LAYOUTBENCH_ET_RUNNER``, an ``executor_runner`` on ``PATH`` or in the
 cache, or pybindings with VulkanBackend); without one every record is skipped, and so is

@@ -89,6 +89,9 @@ def _add_runtime_arguments(group) -> None:
                        "runtime/, else ExecuTorch pybindings if they have VulkanBackend")
     group.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
     group.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
+    group.add_argument("--processes", type=_positive, default=3,
+                       help="runtime processes per program, where the runtime times itself (ETDump): the record "
+                            "is the fastest one's (default 3)")
 
 
 def _add_gate_arguments(command, required: bool) -> None:

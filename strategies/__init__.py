@@ -10,6 +10,7 @@ from strategies._registry import (
     register_strategy,
     resolve_strategies,
     summarize,
+    unavailable_reason,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "register_strategy",
     "resolve_strategies",
     "summarize",
+    "unavailable_reason",
 ]

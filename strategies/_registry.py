@@ -16,7 +16,7 @@ and a new strategy is one module.
 
 import fnmatch
 
-from layoutkit.errors import UnknownNameError
+from layoutkit.errors import UnavailableError, UnknownNameError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
 
@@ -83,6 +83,19 @@ def get_strategy(name: str) -> type:
     else:
         raise UnknownNameError("strategy", name, list_strategies(), " (or package.module:Class, or file.py:Class)")
     return cls
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why strategy ``name`` cannot run on this host, or None: what its class's optional
+    ``check_available()`` raised (an UnavailableError), asked before anything is lowered."""
+    check_available = getattr(get_strategy(name), "check_available", None)
+    if check_available is None:
+        return None
+    try:
+        check_available()
+    except UnavailableError as error:
+        return str(error)
+    return None
 
 
 def resolve_strategies(spec: str) -> list[str]:

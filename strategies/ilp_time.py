@@ -14,5 +14,10 @@ class IlpTimeLayout(IlpLayout):
 
     objective = "time"
 
+    @staticmethod
+    def check_available() -> None:
+        """No table, no ilp-time: a sweep skips its records before it lowers anything."""
+        required_table()
+
     def cost_table(self) -> CostTable:
         return required_table()

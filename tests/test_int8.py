@@ -152,7 +152,7 @@ class _OffByFiveHundredths:
     name = "offset-stand-in"
 
     def run(self, pte, inputs, reference, settings, workdir):
-        return runners.RunResult([1.0] * settings.iterations, [t + 0.05 for t in reference], 0, None)
+        return runners.RunResult([1.0] * settings.iterations, [t + 0.05 for t in reference], 0, [])
 
 
 @pytest.mark.parametrize("model, status", [(MODEL, "ok"), ("synthetic_small", "failed")])

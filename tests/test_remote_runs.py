@@ -1,5 +1,6 @@
-"""Programs run on another machine: ``remote_runner.py`` (Python alone, over a results
-directory's programs) and its timing from outside where a runner writes no ETDump."""
+"""Running an executor_runner as ``remote_runner.py`` does, here and on another machine
+(Python alone, over a results directory's programs): one ETDump per runner process, and
+timing from outside where a runner writes none."""
 
 import json
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.targets.vulkan import runners
-from harness.targets.vulkan.remote_runner import time_runner
+from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_timed, time_runner
 
 from .test_vulkan_run import stand_in_runner, xnnpack_program  # noqa: F401  (fixtures)
 
@@ -34,10 +35,11 @@ def test_remote_script_times_every_program_of_a_results_directory(xnnpack_progra
         summary = json.load(archive.extractfile("remote.json"))
         names = archive.getnames()
     run = summary["programs"]["programs/m/s.pte"]
-    assert run["etdump"] and run["latencies_ms"] is None  # timed by the ETDump's events, read at import
-    assert "programs/m/s.etdump" in names
+    assert run["etdump"] and run["latencies_ms"] is None  # timed by the ETDumps' events, read at import
+    assert run["processes"] == 3 and {"programs/m/s.etdump", "programs/m/s.2.etdump", "programs/m/s.3.etdump"} <= set(
+        names)
     assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
-    assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2}
+    assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2, "processes": 3}
 
 
 def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():
@@ -46,3 +48,26 @@ def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():
     assert latencies == pytest.approx([(0.25 - 0.2) / 4 * 1000, (0.7 - 0.3) / 4 * 1000])
     with pytest.raises(runners.RuntimeFailure, match="raise it"):
         time_runner(lambda count: (0.2, 1), 0, 20, 3, runners.RuntimeFailure)
+
+
+def test_processes_each_keep_their_etdump_where_the_runner_writes_one(tmp_path):
+    counts = []
+
+    def with_event_tracer(count):
+        counts.append(count)
+        (tmp_path / RUNNER_ETDUMP).write_bytes(b"events %d" % len(counts))
+        return 0.5, len(counts)
+
+    latencies, peak, etdumps = run_timed(with_event_tracer, tmp_path, warmup=2, iterations=5, repeats=3, processes=3)
+    assert (latencies, peak, counts) == (None, 3, [7, 7, 7])
+    assert [etdump.read_bytes() for etdump in etdumps] == [b"events 1", b"events 2", b"events 3"]
+    walls = iter([0.5, 0.1, 0.3, 0.1, 0.3, 0.1, 0.3])
+
+    def without(count):
+        counts.append(count)
+        return next(walls), 1
+
+    counts.clear()
+    latencies, _, etdumps = run_timed(without, tmp_path, warmup=2, iterations=5, repeats=3, processes=3)
+    assert counts == [7, 1, 6, 1, 6, 1, 6] and not etdumps  # the first process was the warm-up
+    assert latencies == pytest.approx([(0.3 - 0.1) / 5 * 1000] * 3)

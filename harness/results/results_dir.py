@@ -7,14 +7,15 @@
     RESULTS/logs/<model>--<strategy>--<target>.log        traceback of an unexpected error
     RESULTS/logs/<model>--<strategy>--<target>.crash.log  where a worker's native code crashed
     RESULTS/programs/<model>/<strategy>.pte    a vulkan-run program, and beside it
-               .nodes.json  its node map      .etdump  its ETDump, once run
-               .inputs/     its inputs, as a runner reads them
+               .nodes.json  its node map      .etdump  its first runtime process's ETDump
+               .inputs/     its inputs        .2.etdump, .3.etdump ...  the other processes'
     RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
     RESULTS/costs.json                         calibrate's cost table
     RESULTS/report.html, report.md, report_charts/         report's output
 
-``harness/targets/vulkan/remote_runner.py`` is the one other reader of ``programs/``: a
-script run with Python alone on another machine, it cannot import this module.
+``harness/targets/vulkan/remote_runner.py`` is the one other module that knows ``programs/``
+(and names the ETDumps of several processes, ``etdump_paths``): a script run with Python
+alone on another machine, it cannot import this module.
 """
 
 import re

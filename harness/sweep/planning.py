@@ -66,11 +66,13 @@ def _write_log(store: RecordStore, record: dict, trace: str) -> str:
 
 @dataclass
 class Sweep:
-    """What a sweep did: every record of its plan, those measured now and those reused."""
+    """What a sweep did: every record of its plan, those measured now, those reused and those
+    skipped before measuring (a target or a strategy this host cannot run)."""
 
     records: list = field(default_factory=list)
     measured: list = field(default_factory=list)
     reused: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
 
 
 def settled(record: dict) -> bool:
@@ -149,13 +151,15 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
     harness_digest = code_digest(sys.modules[type(target).__module__], job_code)
     strategy_digests = {s: code_digest(strategies.get_strategy(s)) if s else None for s in chosen}
     known = {} if fresh else _reusable(store)
+    # Asked once, before any worker starts: a strategy lacking something here (ilp-time, a cost table).
+    strategy_unavailable = {s: strategies.unavailable_reason(s) for s in chosen if s}
 
-    def emit(record: dict) -> None:
+    def emit(record: dict, measured: bool = True) -> None:
         store.append(record)
         if settled(record):
             _cache_record(record)
         sweep.records.append(record)
-        sweep.measured.append(record)
+        (sweep.measured if measured else sweep.skipped).append(record)
         progress.advance(record=record)
 
     jobs = []
@@ -163,10 +167,13 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
         job = Job(model_name, target_name, [], {}, versions, context, dict(os.environ), os.getcwd())
         if unavailable:
             for strategy in chosen:
-                emit(job.record(strategy, "skipped", unavailable))
+                emit(job.record(strategy, "skipped", unavailable), measured=False)
             continue
         model_digest = models.source_digest(model_name)
         for strategy in chosen:
+            if strategy_unavailable.get(strategy):
+                emit(job.record(strategy, "skipped", strategy_unavailable[strategy]), measured=False)
+                continue
             identity = identity_fields(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
                                        environment, harness_digest)
             reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])

@@ -28,6 +28,7 @@ class RunSettings:
     warmup: int = 1
     iterations: int = 10
     repeats: int = 3  # executor_runner: wall-clock differences taken, median reported
+    processes: int = 3  # runtime processes per program where it times itself (ETDump): the fastest is kept
 
 
 @dataclass

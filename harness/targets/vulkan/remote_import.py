@@ -20,7 +20,7 @@ from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import gpu_summary, prediction_error
 from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
-from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY
+from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY, etdump_paths
 from harness.targets.vulkan.targets import program_dispatches
 
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance",
@@ -39,10 +39,10 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
         fields.update(status="failed", reason=run["error"])
         return fields
     iterations = summary["settings"]["iterations"]
-    # An ETDump came back where the runner has the event tracer: its events are the latency (in a
-    # tar of the earlier remote_runner.py too, which sent its wall-clock timings beside it).
-    etdump = ResultsDir.beside(pte, "etdump") if run["etdump"] else None
-    fields.update(latency_fields(etdump, iterations, run["latencies_ms"]), iterations=iterations,
+    # ETDumps came back where the runner has the event tracer, one per process: their events are
+    # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
+    etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
+    fields.update(latency_fields(etdumps, iterations, run["latencies_ms"]), iterations=iterations,
                   peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
                   run_note=f"run on {summary['machine']} ({summary['device']}) by remote_runner.py; outputs not compared")
     if run["etdump"]:

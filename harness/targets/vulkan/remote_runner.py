@@ -4,13 +4,14 @@ vulkan-run runs its runner with :func:`run_timed`. The same code runs as a scrip
 (Python's standard library only) on a machine that has a runner and a GPU but no
 ExecuTorch, e.g. a GPU box reached through a job system::
 
-    python3 harness/targets/vulkan/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--repeats 3]
+    python3 harness/targets/vulkan/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--processes 3]
 
 It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
-them: each .pte with its inputs, ``.inputs/input-N.bin``) once, ``warmup + iterations``
-executions in one runner process, and writes one tar: each program's ETDump at its place
-under ``programs/`` and ``remote.json`` (peak memory, the Vulkan device, the machine, and
-wall-clock latencies where the runner wrote no ETDump; ``--repeats`` is for those only).
+them: each .pte with its inputs, ``.inputs/input-N.bin``) in ``--processes`` runner
+processes of ``warmup + iterations`` executions each, and writes one tar: each program's
+ETDumps at their place under ``programs/`` (:func:`etdump_paths`) and ``remote.json`` (peak
+memory, the Vulkan device, the machine, and wall-clock latencies where the runner wrote no
+ETDump; ``--repeats`` is for those only).
 ``layoutbench import-remote`` turns it into records beside the ones of this machine,
 reading the latencies from the ETDumps' events there (``harness.targets.vulkan.latency``).
 """
@@ -88,32 +89,49 @@ def time_runner(execute, warmup: int, iterations: int, repeats: int,
     return latencies, peak
 
 
-def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int,
-              failure: type = RuntimeError) -> tuple[list[float] | None, int]:
-    """Run a program once, ``warmup + iterations`` executions in one runner process
-    (``execute(count)`` returns its wall seconds and peak RSS). A runner built with the event
-    tracer leaves an ETDump in ``workdir`` timing every execution itself (read where ExecuTorch
-    is installed: ``harness.targets.vulkan.latency``, which leaves the warm-up's out); then no
-    wall-clock latencies are returned (None). A runner without one is timed from outside,
-    :func:`time_runner`, the process above having been its warm-up. Returns (wall-clock
-    latencies in ms or None, peak RSS)."""
+def etdump_paths(program: Path, processes: int) -> list[Path]:
+    """Where the ETDumps of a program run in ``processes`` runner processes are kept, beside
+    it: ``<strategy>.etdump`` (the first process's, which profile and costs read), then
+    ``<strategy>.2.etdump`` ..."""
+    first = Path(program).with_suffix(".etdump")
+    return [first, *(first.with_name(f"{first.stem}.{index}.etdump") for index in range(2, processes + 1))]
+
+
+def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int, processes: int = 1,
+              failure: type = RuntimeError) -> tuple[list[float] | None, int, list[Path]]:
+    """Run a program in ``processes`` runner processes of ``warmup + iterations`` executions
+    each (``execute(count)`` returns its wall seconds and peak RSS). A runner built with the
+    event tracer leaves an ETDump in ``workdir`` timing every execution itself (read where
+    ExecuTorch is installed: ``harness.targets.vulkan.latency``, which leaves the warm-up's out
+    and takes the fastest process: one now and then runs a few per cent slow throughout); then
+    no wall-clock latencies are returned (None). A runner without one is
+    timed from outside, :func:`time_runner`, the first process having been its warm-up.
+    Returns (wall-clock latencies in ms or None, peak RSS, the ETDumps in ``workdir``)."""
     etdump = workdir / RUNNER_ETDUMP
-    etdump.unlink(missing_ok=True)
-    _, peak = execute(warmup + iterations)
-    if etdump.exists() and etdump.stat().st_size:
-        return None, peak
+    etdumps: list[Path] = []
+    peak = 0
+    for index in range(processes):
+        etdump.unlink(missing_ok=True)
+        peak = max(peak, execute(warmup + iterations)[1])
+        if not (etdump.exists() and etdump.stat().st_size):
+            break
+        etdumps.append(etdump.rename(workdir / f"process-{index + 1}.etdump"))
+    if etdumps:
+        return None, peak, etdumps
     latencies, timed_peak = time_runner(execute, 0, iterations, repeats, failure)
-    return latencies, max(peak, timed_peak)
+    return latencies, max(peak, timed_peak), []
 
 
-def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int) -> dict:
+def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int,
+                 processes: int) -> dict:
     """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
     programs = sorted((results / "programs").glob("*/*.pte"))
     if not programs:
         raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
     summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
                "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
-               "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats}, "programs": {}}
+               "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats, "processes": processes},
+               "programs": {}}
     with tempfile.TemporaryDirectory() as scratch, tarfile.open(out, "w:gz") as archive:
         for index, pte in enumerate(programs):
             name = str(pte.relative_to(results))
@@ -126,16 +144,17 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
                                  workdir, f"executor_runner on {name}")
 
             try:
-                latencies, peak = run_timed(execute, workdir, warmup, iterations, repeats)
+                latencies, peak, etdumps = run_timed(execute, workdir, warmup, iterations, repeats, processes)
             except RuntimeError as error:
                 summary["programs"][name] = {"error": str(error)}
                 print(f"remote_runner.py: {name}: {error}", file=sys.stderr)
                 continue
             summary["programs"][name] = {"latencies_ms": latencies, "peak_rss_bytes": peak,
-                                         "etdump": latencies is None}
-            if latencies is None:
-                archive.add(workdir / RUNNER_ETDUMP, str(Path(name).with_suffix(".etdump")))
-            timing = "ETDump written" if latencies is None else f"{statistics.median(latencies):.3f} ms (wall clock)"
+                                         "etdump": bool(etdumps), "processes": len(etdumps) or 1}
+            for etdump, place in zip(etdumps, etdump_paths(Path(name), len(etdumps))):
+                archive.add(etdump, str(place))
+            timing = (f"{len(etdumps)} ETDumps written" if etdumps
+                      else f"{statistics.median(latencies):.3f} ms (wall clock)")
             print(f"remote_runner.py: [{index + 1}/{len(programs)}] {name}: {timing}", file=sys.stderr, flush=True)
         listing = Path(scratch) / REMOTE_SUMMARY
         listing.write_text(json.dumps(summary, indent=1))
@@ -150,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the gzipped tar to write (ETDumps compress well)")
     parser.add_argument("--warmup", type=int, default=1, help="executions left out first, in the same process")
     parser.add_argument("--iterations", type=int, default=20, help="timed executions")
+    parser.add_argument("--processes", type=int, default=3,
+                        help="runner processes per program (a runner with the event tracer): the record is the "
+                             "fastest one's")
     parser.add_argument("--repeats", type=int, default=3,
                         help="a runner without the event tracer (no ETDump) only: wall-clock timings taken")
     args = parser.parse_args(argv)
-    run_programs(args.results.resolve(), args.runner.resolve(), args.out, args.warmup, args.iterations, args.repeats)
+    run_programs(args.results.resolve(), args.runner.resolve(), args.out, args.warmup, args.iterations, args.repeats,
+                 args.processes)
     return 0
 
 

@@ -4,10 +4,10 @@ Two runtimes, found in this order (``find_runtime``):
 
 - an ``executor_runner`` binary (``--et-runner PATH``, ``LAYOUTBENCH_ET_RUNNER``, one on
   ``PATH``, ``CACHE/runtime/executor_runner``, or the newest that ``layoutbench runtime
-  build`` built into ``CACHE/runtime/``), driven through its flags: one process of warm-up
-  and timed executions, whose ETDump times each (a runner built with the event tracer); a
-  runner without it is timed from outside as (wall(N + 1 executions) - wall(1 execution)) / N
-  (``remote_runner.run_timed``);
+  build`` built into ``CACHE/runtime/``), driven through its flags: ``processes`` processes
+  of warm-up and timed executions, whose ETDumps time each (a runner built with the event
+  tracer); a runner without it is timed from outside as (wall(N + 1 executions) - wall(1
+  execution)) / N (``remote_runner.run_timed``);
 - ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
   registered there (the pip wheel has XNNPACK but not Vulkan); they write an ETDump too.
 
@@ -29,8 +29,7 @@ from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
 from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
 from harness.targets.vulkan.latency import latency_fields
-from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_child, run_timed, runner_command
-from harness.results.results_dir import ResultsDir
+from harness.targets.vulkan.remote_runner import etdump_paths, run_child, run_timed, runner_command
 from layoutkit.errors import MeasurementError, UsageError
 
 RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
@@ -59,7 +58,7 @@ class RunResult:
     wall_clock_ms: list[float] | None  # latencies timed from outside the runtime; None where it wrote an ETDump
     outputs: list[torch.Tensor]
     peak_rss_bytes: int
-    etdump: Path | None
+    etdumps: list[Path]  # one per runtime process, where it wrote them
 
 
 def _run_child(command: list[str], cwd: Path, label: str) -> tuple[float, int]:
@@ -96,14 +95,15 @@ class ExecutorRunner:
         # The runner starts in workdir: a relative path would be read from there, not from here.
         pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         input_files = self.write_inputs(inputs, workdir)
-        latencies, peak = run_timed(lambda count: self.execute(pte, input_files, count, workdir), workdir,
-                                    settings.warmup, settings.iterations, settings.repeats, RuntimeFailure)
+        latencies, peak, etdumps = run_timed(lambda count: self.execute(pte, input_files, count, workdir), workdir,
+                                             settings.warmup, settings.iterations, settings.repeats,
+                                             settings.processes, RuntimeFailure)
         # The runner writes each output's raw bytes to <base>-<index>.bin.
         outputs = [
             torch.frombuffer(bytearray((workdir / f"output-{i}.bin").read_bytes()), dtype=like.dtype).reshape(like.shape)
             for i, like in enumerate(output_like)
         ]
-        return RunResult(latencies, outputs, peak, workdir / RUNNER_ETDUMP if latencies is None else None)
+        return RunResult(latencies, outputs, peak, etdumps)
 
 
 class Pybindings:
@@ -121,8 +121,8 @@ class Pybindings:
         result = torch.load(workdir / "result.pt")
         etdump = workdir / "model.etdump"
         if etdump.exists():
-            return RunResult(None, result["outputs"], peak, etdump)
-        return RunResult(result["latencies_ms"], result["outputs"], peak, None)
+            return RunResult(None, result["outputs"], peak, [etdump])
+        return RunResult(result["latencies_ms"], result["outputs"], peak, [])
 
 
 def pybindings_backends() -> list[str]:
@@ -176,19 +176,18 @@ def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
                 workdir: Path, nodes: dict | None = None, precision: str = "float32") -> dict:
     """Run ``pte`` and compare with ``eager`` on ``inputs`` (within the tolerance of the
     program's ``precision``); the record fields of one run.
-    An ETDump, where the runtime wrote one, is kept as ``<pte>.etdump``: the latency is read
-    from it, and with ``nodes``, the program's node map (``dispatches.node_map``), GPU time
-    is attributed by node."""
+    The ETDumps, where the runtime wrote them, are kept beside ``pte`` (``remote_runner.etdump_paths``):
+    the latency is read from them, and with ``nodes``, the program's node map
+    (``dispatches.node_map``), GPU time is attributed by node (the first process's)."""
     reference = eager_outputs(eager, inputs)
     workdir.mkdir(parents=True, exist_ok=True)
     result = runtime.run(pte, list(inputs), reference, settings, workdir)
     error = max_abs_error(result.outputs, reference)
-    etdump = None
-    if result.etdump is not None:
-        etdump = ResultsDir.beside(pte, "etdump")
-        shutil.copyfile(result.etdump, etdump)
+    etdumps = etdump_paths(pte, len(result.etdumps)) if result.etdumps else []
+    for written, kept in zip(result.etdumps, etdumps):
+        shutil.copyfile(written, kept)
     fields = {
-        **latency_fields(etdump, settings.iterations, result.wall_clock_ms),
+        **latency_fields(etdumps, settings.iterations, result.wall_clock_ms),
         "iterations": settings.iterations,
         "peak_rss_bytes": result.peak_rss_bytes,
         "max_abs_error": error,
@@ -199,6 +198,6 @@ def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
         "staging_gpu_ms": None,
         "runtime": runtime.name,
     }
-    if etdump is not None and nodes is not None:
-        fields.update(gpu_summary(read_dispatches(etdump, nodes)))
+    if etdumps and nodes is not None:
+        fields.update(gpu_summary(read_dispatches(etdumps[0], nodes)))
     return fields

@@ -1,6 +1,7 @@
 """The Vulkan (ET-VK) targets: ``vulkan`` (the lowering: transitions, memory, partitions)
 and ``vulkan-run`` (the same, then the program run on an ET-VK runtime)."""
 
+import glob
 import json
 import tempfile
 import time
@@ -25,8 +26,8 @@ from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, fi
 
 def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, Cord]:
     """Finish the lowering with one strategy, validate and serialize it, and count what it
-    made (transitions, memory, partitions, times) into ``fields``; returns the lowered program and its .pte (not joined into one buffer:
-    ``pte_bytes`` needs only its length)."""
+    made (transitions, memory, partitions, times) into ``fields``; returns the lowered
+    program and its .pte (not joined into one buffer: ``pte_bytes`` needs only its length)."""
     strategy_cls = strategies.get_strategy(strategy_name)
     lowered = lowering.lower(strategy_cls)
     validator.validate(lowered)
@@ -63,9 +64,10 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) 
 
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
-    them (``.inputs/``, for ``remote_runner.py``); a stale ETDump of an earlier program goes."""
+    them (``.inputs/``, for ``remote_runner.py``); the stale ETDumps of an earlier program go."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    ResultsDir.beside(path, "etdump").unlink(missing_ok=True)
+    for stale in (ResultsDir.beside(path, "etdump"), *path.parent.glob(f"{glob.escape(path.stem)}.*.etdump")):
+        stale.unlink(missing_ok=True)
     with open(path, "wb") as program:
         pte.write_to_file(program)
     ResultsDir.beside(path, "node_map").write_text(json.dumps(node_map(lowered)))
@@ -117,7 +119,8 @@ class VulkanRun(Vulkan):
     """The lowering, then its program run on an ET-VK runtime and compared with eager PyTorch."""
 
     metrics = (*Vulkan.metrics, "latency_ms_median", "latency_ms_p10", "latency_ms_p90", "latency_ms_min",
-               "latency_ms_max", "load_ms", "copy_inputs_ms", "graph_execute_ms", "iterations",
+               "latency_ms_max", "load_ms", "copy_inputs_ms", "graph_execute_ms", "method_execute_ms",
+               "event_tracer_ms", "iterations",
                "peak_rss_bytes", "max_abs_error", "error_tolerance", "gpu_dispatch_ms", "transition_gpu_ms",
                "transition_time_share", "staging_gpu_ms", "prediction_error")
     runs_programs = True
