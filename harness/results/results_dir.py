@@ -21,6 +21,7 @@ alone on another machine, it cannot import this module.
 import re
 from pathlib import Path
 
+
 def _file_name(text: str) -> str:
     """``text`` as one file name (a plug-in's ``module:Class``, a model's ``timm:name``)."""
     return text.replace(":", ".").replace("/", "_")
