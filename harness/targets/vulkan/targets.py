@@ -1,8 +1,8 @@
 """The Vulkan (ET-VK) targets: ``vulkan`` (the lowering: transitions, memory, partitions)
 and ``vulkan-run`` (the same, then the program run on an ET-VK runtime)."""
 
-import glob
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -62,12 +62,19 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) 
     return lowered, pte
 
 
+def remove_etdumps(program: Path) -> None:
+    """Delete the ETDumps kept beside ``program`` (``<stem>.etdump``, ``<stem>.N.etdump``),
+    not another strategy's whose name starts with ``<stem>.``."""
+    own_etdump = re.compile(rf"{re.escape(program.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
+    for stale in [entry for entry in program.parent.iterdir() if own_etdump.fullmatch(entry.name)]:
+        stale.unlink()
+
+
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
     them (``.inputs/``, for ``remote_runner.py``); the stale ETDumps of an earlier program go."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (ResultsDir.beside(path, "etdump"), *path.parent.glob(f"{glob.escape(path.stem)}.*.etdump")):
-        stale.unlink(missing_ok=True)
+    remove_etdumps(path)
     with open(path, "wb") as program:
         pte.write_to_file(program)
     ResultsDir.beside(path, "node_map").write_text(json.dumps(node_map(lowered)))
