@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: all test bench bench-cache bench-workers bench-asv asv dashboard venv system-deps vgf-host clean
+.PHONY: all test bench bench-cache bench-rerun bench-workers bench-asv asv dashboard venv system-deps vgf-host clean
 
 # `make`: everything the harness and every target need on this machine.
 all: system-deps venv vgf-host
@@ -57,6 +57,10 @@ bench: $(STAMP)
 # The quick zoo x every strategy with --fresh, lowering-prefix cache cold then warm.
 bench-cache: $(STAMP)
 	$(PY) -m pytest tests/test_cache_benchmark.py --benchmark-enable -s -p no:cacheprovider
+
+# A re-run after editing one strategy, without and with a warm server (layoutbench serve).
+bench-rerun: $(STAMP)
+	$(PY) -m pytest tests/test_rerun_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # One worker against two on the quick zoo (isolated workers, harness/sweep/workers.py).
 bench-workers: $(STAMP)

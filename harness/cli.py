@@ -210,6 +210,15 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("--jobs", type=_positive, help="build: compile jobs (default: the machine's cores)")
     runtime.add_argument("--et-runner", help="report: as for run, to see what a flag would pick")
 
+    serve = commands.add_parser(
+        "serve", help="start a warm server that imports torch and ExecuTorch once: every later command runs in a "
+        "process forked from it and starts in milliseconds (see --status, --stop)")
+    serve.add_argument("--idle-minutes", type=float, default=30.0,
+                       help="end after this long without a command (default: %(default)g)")
+    what = serve.add_mutually_exclusive_group()
+    what.add_argument("--status", action="store_true", help="say whether one runs, and what it holds")
+    what.add_argument("--stop", action="store_true", help="end it once its running commands have")
+
     dashboard = commands.add_parser(
         "dashboard", help="make an asv publish output work offline (scripts fetched via npm, not CDNs)")
     dashboard.add_argument("html", nargs="?", default=".asv/html", help="asv's html_dir (default: %(default)s)")
@@ -219,7 +228,8 @@ def _parser() -> argparse.ArgumentParser:
 COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "compare": sweeps.compare,
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
             "calibrate": sweeps.calibrate, "import-remote": upkeep.import_remote, "report": upkeep.report,
-            "cache": upkeep.cache, "runtime": upkeep.runtime, "dashboard": upkeep.dashboard}
+            "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve, "dashboard": upkeep.dashboard}
+NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 
 
 def _interrupt(signum, frame):
@@ -228,6 +238,7 @@ def _interrupt(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.environment = dict(os.environ)  # as the user set it: the one a warm server serves (see serve)
     if getattr(args, "costs", None):
         # Through the environment, so that every worker (local, forked, or on Ray) prices with it.
         os.environ[COSTS_ENV] = os.path.abspath(args.costs)
@@ -248,12 +259,42 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def warm_main(argv: list[str]) -> int:
+    """:func:`main` in a process forked from a warm server (:mod:`harness.warm`), which has
+    imported what workers need: they fork from this process."""
+    from harness.sweep import fork_server
+
+    fork_server.fork_from_here()
+    return main(argv)
+
+
+def _through_warm_server(argv: list[str]) -> int | None:
+    """The exit code of the command where a warm server ran it, else None (none serves, it
+    declined, or the command is one to run here: serve itself, and --verbose)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in (None, "serve") or "--verbose" in argv or os.environ.get(NO_SERVER_ENV) == "1":
+        return None
+    from harness.warm import client
+
+    try:
+        return client.forward(f"{__name__}:warm_main", argv)
+    except client.Declined as declined:
+        print(f"{PROGRAM}: running without the warm server: {declined}", file=sys.stderr)
+        return None
+    except client.ServerGone as gone:
+        print(f"{PROGRAM}: failed: {gone}", file=sys.stderr)
+        return 1
+
+
 def console() -> None:
-    """The ``layoutbench`` executable: :func:`main`, then an exit without the interpreter's
+    """The ``layoutbench`` executable: the command in a warm server where one serves (see
+    :mod:`harness.warm`), else :func:`main` here, then an exit without the interpreter's
     last garbage collection, which walks every object of torch and ExecuTorch (about a
     second) only to free memory the ending process gives back anyway. Objects are still
     released as their modules are torn down; only cyclic garbage is left to the exit."""
-    code = main()
+    code = _through_warm_server(sys.argv[1:])
+    if code is None:
+        code = main()
     gc.freeze()
     sys.exit(code)
 

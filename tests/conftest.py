@@ -9,6 +9,8 @@ import tempfile
 from harness import quiet
 
 quiet.apply(verbose=False)  # here and in every worker process the tests start
+# The commands the tests start run here, not in a developer's warm server (tests/test_warm_server.py starts its own).
+os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 
 import models  # noqa: E402
 from strategies.gpu_costs import COSTS_ENV, CostTable, LinearCost  # noqa: E402

@@ -2,9 +2,19 @@
 records on stdout as a table, JSON or CSV."""
 
 import json
+import os
 import sys
+import threading
 
 from harness.commands import PROGRAM
+
+
+# Held while the progress display draws, and by a fork: a worker forked from the sweep's own
+# process (see harness.sweep.fork_server) must not inherit the terminal's stream locked halfway
+# through a draw by a thread it does not have.
+_DRAWING = threading.Lock()
+os.register_at_fork(before=_DRAWING.acquire, after_in_parent=_DRAWING.release, after_in_child=_DRAWING.release)
+REDRAW_SECONDS = 0.1
 
 
 class SweepProgress:
@@ -19,27 +29,42 @@ class SweepProgress:
         self._lines = not console.is_terminal
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=False, disable=self._lines,
+            console=console, transient=False, disable=self._lines, auto_refresh=False,
         )
         self._task = self._progress.add_task("starting", total=total)
+        self._done = threading.Event()
+        self._redraw = threading.Thread(target=self._redraw_until_done, daemon=True)
 
     def __enter__(self):
         self._progress.__enter__()
+        if not self._lines:
+            self._redraw.start()
         return self
 
     def __exit__(self, *exc):
-        return self._progress.__exit__(*exc)
+        self._done.set()
+        if self._redraw.is_alive():
+            self._redraw.join()
+        with _DRAWING:
+            return self._progress.__exit__(*exc)
+
+    def _redraw_until_done(self) -> None:
+        while not self._done.wait(REDRAW_SECONDS):
+            with _DRAWING:
+                self._progress.refresh()
 
     def stage(self, text: str) -> None:
-        self._progress.update(self._task, description=text)
+        with _DRAWING:
+            self._progress.update(self._task, description=text)
 
     def advance(self, record: dict | None = None) -> None:
-        self._progress.advance(self._task)
-        if self._lines and record is not None:
-            task = self._progress.tasks[0]
-            what = f"{record['model']} / {record['strategy'] or record['target']}"
-            print(f"{PROGRAM}: [{task.completed:.0f}/{task.total:.0f} {task.elapsed:.0f} s] {what}: {record['status']}",
-                  file=sys.stderr, flush=True)
+        with _DRAWING:
+            self._progress.advance(self._task)
+            if self._lines and record is not None:
+                task = self._progress.tasks[0]
+                what = f"{record['model']} / {record['strategy'] or record['target']}"
+                print(f"{PROGRAM}: [{task.completed:.0f}/{task.total:.0f} {task.elapsed:.0f} s] {what}: "
+                      f"{record['status']}", file=sys.stderr, flush=True)
 
 
 def render_records(records: list[dict], output_format: str, columns: str | None) -> str:

@@ -1,7 +1,8 @@
-"""The upkeep commands: list, report, cache, runtime, dashboard and import-remote."""
+"""The upkeep commands: list, report, cache, runtime, serve, dashboard and import-remote."""
 
 import json
 import sys
+import time
 
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM
@@ -88,6 +89,40 @@ def runtime(args) -> int:
     text, found = runtime_build.report(args.et_runner)
     print(text)
     return 0 if found else 1
+
+
+def _describe_server(answer: dict) -> str:
+    up = time.time() - answer["started"]
+    return (f"warm server {answer['pid']}: up {up / 60:.0f} min, {answer['served']} commands served "
+            f"({answer['running']} running), {answer['modules']} module files imported, "
+            f"{answer['resident_bytes'] / (1 << 20):.0f} MiB resident; it ends after "
+            f"{answer['idle_seconds'] / 60:g} min without a command")
+
+
+def serve(args) -> int:
+    from harness.errors import UsageError
+    from harness.warm import client
+
+    socket_path, log = client.server_files()
+    if args.stop or args.status:
+        answer = client.stop() if args.stop else client.status()
+        if answer is None:
+            print(f"{PROGRAM}: no warm server for this code and cache ({socket_path})", file=sys.stderr)
+            return 1
+        print(f"{PROGRAM}: warm server stops once its {answer['stopping']} running commands end" if args.stop
+              else f"{PROGRAM}: {_describe_server(answer)}", file=sys.stderr)
+        return 0
+    answer = client.status()
+    if answer is None:
+        print(f"{PROGRAM}: starting a warm server: it imports torch, ExecuTorch and the other libraries once "
+              f"(log: {log})", file=sys.stderr)
+        try:
+            answer = client.start(args.environment, args.idle_minutes)
+        except RuntimeError as error:
+            raise UsageError(str(error)) from None
+    print(f"{PROGRAM}: {_describe_server(answer)}; commands run through it (LAYOUTBENCH_NO_SERVER=1 or "
+          f"--verbose: without it; `{PROGRAM} serve --stop` ends it)", file=sys.stderr)
+    return 0
 
 
 def list_names(args) -> int:

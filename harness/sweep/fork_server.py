@@ -6,23 +6,41 @@ its own heavy imports (:func:`start_early`): the two import at once on two cores
 first worker does not wait for a second round of imports after the sweep is planned.
 Last, the server takes what it imported out of the garbage collector's way
 (:mod:`harness.sweep.freeze_heap`).
+
+A command that a warm server runs (:mod:`harness.warm`) has those imports already: its
+workers fork from the command's own process (:func:`fork_from_here`), with no server.
 """
 
+import importlib
 import multiprocessing
 import multiprocessing.forkserver
 
 PRELOAD = ["harness.quiet", "harness.sweep.workers", "harness.targets.vulkan.targets",
            "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
+_from_here = False
+
+
+def fork_from_here() -> None:
+    """Fork workers from this process, which has (or will have cheaply: a warm server's
+    child) what the fork server would import."""
+    global _from_here
+    _from_here = True
 
 
 def context():
-    """The multiprocessing context whose processes start from the fork server."""
+    """The multiprocessing context whose processes start from the fork server, or from this
+    process (see :func:`fork_from_here`)."""
+    if _from_here:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        return multiprocessing.get_context("fork")
     forkserver = multiprocessing.get_context("forkserver")
     forkserver.set_forkserver_preload(PRELOAD)
     return forkserver
 
 
 def start_early() -> None:
-    """Start the fork server now (a no-op once it runs)."""
-    context()
-    multiprocessing.forkserver.ensure_running()
+    """Start the fork server now (a no-op once it runs, or where workers fork from here)."""
+    if not _from_here:
+        context()
+        multiprocessing.forkserver.ensure_running()

@@ -22,6 +22,7 @@ import os
 import pickle
 import re
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -138,6 +139,9 @@ def _exit_with(sweep_pid: int) -> None:
 
 
 def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
+    # Forked from the sweep itself (see fork_server.fork_from_here), it may have inherited a
+    # progress display's stand-ins for the streams: its output goes to the real ones.
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     threading.Thread(target=_exit_with, args=(sweep_pid,), daemon=True).start()
     with open(crash_log, "w") as log:
         faulthandler.enable(file=log)

@@ -1,0 +1,39 @@
+"""A warm server: a Python process that has imported torch, ExecuTorch and every other
+library the command line uses, once, and runs each command in a child forked from it, so a
+command starts in milliseconds instead of the seconds those imports take.
+
+``layoutbench serve`` starts one (:mod:`harness.warm.server`); from then on the
+``layoutbench`` executable hands each command to it (:mod:`harness.warm.client`) with its
+arguments, working directory, environment and standard streams, and exits as the command
+does. The server imports none of layoutbench's code but this package: each command imports
+it afresh in its child, so an edited strategy is the one measured. What the server did
+import is checked before every command; if a file of it changed (an upgraded package), the
+server declines, the command runs without it, and the server starts again. A command runs
+without it too where its result could differ: an environment other than the server's
+(variables that libraries read at import), or ``--verbose`` (what libraries print at
+import belongs to the command).
+
+What the client and the server share is here; it imports nothing of layoutbench, since the
+server imports it.
+"""
+
+import json
+
+# Variables a command may set differently from the server's: layoutbench's own (read by its
+# code, which every command imports afresh) and what a shell sets per command or terminal.
+PER_COMMAND_VARIABLES = ("PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES")
+PER_COMMAND_PREFIX = "LAYOUTBENCH_"
+
+
+def environment_difference(ours: dict, theirs: dict) -> list[str]:
+    """The variables, other than per-command ones, set differently in two environments."""
+    def relevant(name: str) -> bool:
+        return name not in PER_COMMAND_VARIABLES and not name.startswith(PER_COMMAND_PREFIX)
+
+    names = {n for n in ours.keys() | theirs.keys() if relevant(n)}
+    return sorted(n for n in names if ours.get(n) != theirs.get(n))
+
+
+def encode(message: dict) -> bytes:
+    """One protocol message: a line of JSON."""
+    return json.dumps(message).encode() + b"\n"

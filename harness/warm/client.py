@@ -1,0 +1,140 @@
+"""The client side of the warm server (see :mod:`harness.warm`): hand a command to it
+(:func:`forward`), and start, ask and stop it (``layoutbench serve``)."""
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.warm import encode
+from layoutkit.files import cache_root
+
+# Signals the client passes on to its command's child, which is not in the terminal's process group.
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGWINCH)
+START_TIMEOUT = 300  # seconds: the scout and the preload import everything twice, on a loaded machine too
+
+
+class Declined(Exception):
+    """The server would not run the command (its message says why); it runs without it."""
+
+
+class ServerGone(Exception):
+    """The server ended while the command ran, so its exit status is unknown."""
+
+
+def code_location() -> Path:
+    """The folder the running layoutbench's packages are imported from."""
+    return Path(__file__).resolve().parents[2]
+
+
+def server_files() -> tuple[Path, Path]:
+    """The socket of the warm server for this Python, this layoutbench code and this cache,
+    and its log (in the cache). The socket lives in a short folder of the user's own: a
+    Unix socket's path is limited to about 100 bytes."""
+    identity = [os.path.realpath(sys.executable), str(code_location()), str(cache_root().resolve())]
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    runtime = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/layoutbench-{os.getuid()}")
+    return runtime / f"warm-{digest}.sock", cache_root() / "warm" / f"{digest}.log"
+
+
+def _connect() -> socket.socket | None:
+    """A connection to this code's server, or None where none listens."""
+    path, _ = server_files()
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(str(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        connection.close()
+        return None
+    return connection
+
+
+def _ask(message: dict) -> dict | None:
+    """The server's answer to ``message``, or None where none listens."""
+    connection = _connect()
+    if connection is None:
+        return None
+    with connection, connection.makefile("rb") as replies:
+        connection.sendall(encode(message))
+        line = replies.readline()
+    return json.loads(line) if line else None
+
+
+def status() -> dict | None:
+    """What the server says of itself (pid, commands served, modules, memory), or None."""
+    return _ask({"status": True})
+
+
+def stop() -> dict | None:
+    """Ask the server to end once its running commands have; None where none listens."""
+    return _ask({"stop": True})
+
+
+def start(environment: dict, idle_minutes: float) -> dict:
+    """Start a server with ``environment`` (the one it will serve) and wait until it listens;
+    its status. Raises RuntimeError with the last line of its log where it ends first."""
+    path, log = server_files()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "harness.warm.server", str(path), "--idle-minutes", f"{idle_minutes:g}"],
+            stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=environment, cwd=code_location(),
+            start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        answer = status()
+        if answer is not None:
+            return answer
+        if process.poll() is not None:
+            lines = log.read_text(errors="replace").strip().splitlines() or ["(nothing)"]
+            raise RuntimeError(f"the warm server ended while starting; its log ({log}) ends: {lines[-1]}")
+        time.sleep(0.2)
+    process.terminate()
+    raise RuntimeError(f"the warm server did not listen within {START_TIMEOUT} s (log: {log})")
+
+
+def forward(entry: str, argv: list[str]) -> int | None:
+    """Run ``entry`` (``module:function`` of argv, returning an exit code) in the server with
+    this process's arguments, directory, environment and standard streams; its exit code, or
+    None where no server listens. Raises :class:`Declined` or :class:`ServerGone`."""
+    connection = _connect()
+    if connection is None:
+        return None
+    request = {"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": os.getcwd(), "env": dict(os.environ),
+               "path": sys.path}
+    with connection, connection.makefile("rb") as replies:
+        try:
+            socket.send_fds(connection, [encode(request)], [0, 1, 2])
+        except OSError as error:  # a standard stream closed (EBADF): nothing to hand over
+            raise Declined(f"the command's standard streams could not be handed over ({error.strerror})") from None
+        first = json.loads(replies.readline() or b"{}")
+        if "declined" in first:
+            raise Declined(first["declined"])
+        if "pid" not in first:
+            raise ServerGone("the warm server ended before starting the command")
+        with _passing_signals_to(first["pid"]):
+            last = replies.readline()
+    if not last:
+        raise ServerGone("the warm server ended while the command ran; its exit status is unknown")
+    code = json.loads(last)["exit"]
+    return 128 - code if code < 0 else code  # killed by a signal: as a shell says it
+
+
+@contextlib.contextmanager
+def _passing_signals_to(pid: int):
+    def pass_on(number, frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, number)
+
+    previous = {number: signal.signal(number, pass_on) for number in FORWARDED_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -1,0 +1,372 @@
+"""The warm server (see :mod:`harness.warm`): ``python -m harness.warm.server SOCKET``.
+
+It learns what to import from a scout: a child that imports every module of layoutbench's
+packages and reports the other modules that came with them, in the order they came; the
+server imports those, takes them out of the garbage collector's way, notes the files they
+came from, and listens. One thread: a selector over the listening socket, the connections
+and the running commands' pidfds. A request is one JSON line and the client's standard
+streams; the reply is ``{"pid": N}`` then ``{"exit": CODE}`` when the command's child ends,
+or ``{"declined": WHY}``. A client that goes away ends its command (SIGTERM), as a closed
+terminal would; a command's child ends with the server (PR_SET_PDEATHSIG).
+"""
+
+import argparse
+import ctypes
+import fcntl
+import gc
+import importlib
+import io
+import json
+import os
+import pkgutil
+import selectors
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from harness.warm import encode, environment_difference
+
+OWN_PACKAGES = ("harness", "strategies", "models", "layoutkit")
+REQUEST_TIMEOUT = 10  # seconds a connected client may take to send its request
+MAX_REQUEST = 1 << 22
+_PR_SET_PDEATHSIG = 1
+
+
+class ImportedFiles:
+    """The files of the modules this process imported, and whether one changed since."""
+
+    def __init__(self):
+        self._seen: dict[str, tuple[int, int]] = {}
+
+    def note(self) -> None:
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if path and path not in self._seen and os.path.isabs(path) and os.path.isfile(path):
+                stat = os.stat(path)  # (a module made at run time may name a file that is not there)
+                self._seen[path] = (stat.st_mtime_ns, stat.st_size)
+
+    def changed(self) -> str | None:
+        """A file that is not as it was imported (edited, replaced or removed), or None."""
+        for path, seen in self._seen.items():
+            try:
+                stat = os.stat(path)
+            except OSError:
+                return path
+            if (stat.st_mtime_ns, stat.st_size) != seen:
+                return path
+        return None
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def _import_all(package_name: str) -> None:
+    """Import ``package_name`` and every module under it, passing over any that fails."""
+    try:
+        package = importlib.import_module(package_name)
+    except Exception:
+        return
+    for info in pkgutil.walk_packages(package.__path__, package_name + ".", onerror=lambda name: None):
+        try:
+            importlib.import_module(info.name)
+        except Exception:
+            traceback.print_exc()
+
+
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in OWN_PACKAGES
+
+
+def _outside(name: str) -> bool:
+    return not _ours(name) and name not in ("__main__", "__mp_main__")
+
+
+def scout() -> list[str]:
+    """The modules, outside layoutbench's packages, that importing all of those imports, in
+    import order; found in a forked child, so this process imports none of layoutbench."""
+    with tempfile.NamedTemporaryFile("r", suffix=".modules") as found:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                for package in OWN_PACKAGES:
+                    _import_all(package)
+                names = [n for n, m in sys.modules.items() if _outside(n) and getattr(m, "__file__", None)]
+                Path(found.name).write_text("\n".join(names))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError("the scout could not list the modules to import (its traceback is above)")
+        return found.read().split()
+
+
+def preload(names: list[str]) -> ImportedFiles:
+    """Import ``names`` here (any that fails is passed over) and note their files."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            print(f"warm server: not preloaded: {name}", file=sys.stderr)
+    gc.collect()
+    gc.freeze()  # what every command shares is never garbage: no collection traverses it
+    files = ImportedFiles()
+    files.note()
+    return files
+
+
+def _std_streams() -> None:
+    """New standard streams on fds 0-2 (the command's), buffered as Python buffers them
+    for what those fds are now (a terminal's stdout by line)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        mode = "rb" if fd == 0 else "wb"
+        line_buffering = fd == 2 or (fd == 1 and os.isatty(1))
+        stream = io.TextIOWrapper(io.open(fd, mode, closefd=False), encoding=old.encoding, errors=old.errors,
+                                  line_buffering=line_buffering)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _run_command(request: dict, fds: list[int]) -> int:
+    """In the command's child: become the client's process, then run its entry function."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in zip((0, 1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    _std_streams()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[:] = request["path"]
+    sys.argv = [request["argv0"], *request["argv"]]
+    module, function = request["entry"].split(":")
+    try:
+        code = getattr(importlib.import_module(module), function)(request["argv"])
+    except SystemExit as ended:
+        code = ended.code
+        if isinstance(code, str):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    return code or 0
+
+
+class _Command:
+    """A connection and the command it asked for."""
+
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.pid: int | None = None
+        self.pidfd: int | None = None
+        self.ended_by_client = False
+
+
+class WarmServer:
+    def __init__(self, path: Path, idle_seconds: float, environment: dict):
+        self.path, self.idle_seconds, self.environment = path, idle_seconds, environment
+        self.started = time.time()
+        self.last_active = time.monotonic()
+        self.served = 0
+        self.selector = selectors.DefaultSelector()
+        self.commands: dict[int, _Command] = {}  # by connection fd
+        self.files = ImportedFiles()
+        self.listener: socket.socket | None = None
+        self.leaving: str | None = None  # why it no longer accepts: "stop" or "restart"
+
+    def start(self, names: list[str]) -> None:
+        self.files = preload(names)
+        self.path.unlink(missing_ok=True)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(self.path))
+        self.listener.listen(16)
+        self.selector.register(self.listener, selectors.EVENT_READ, self._accept)
+
+    def serve(self) -> str:
+        """Serve until stopped, idle too long, or stale; why it ended."""
+        while True:
+            for key, _ in self.selector.select(timeout=1.0):
+                key.data(key.fileobj)
+            if self.commands:
+                continue
+            if self.leaving:
+                return self.leaving
+            if time.monotonic() - self.last_active > self.idle_seconds:
+                self._stop_listening()
+                return "idle"
+
+    def _stop_listening(self) -> None:
+        if self.listener is not None:
+            self.selector.unregister(self.listener)
+            self.listener.close()
+            self.listener = None
+            self.path.unlink(missing_ok=True)
+
+    def _accept(self, listener: socket.socket) -> None:
+        connection, _ = listener.accept()
+        self.last_active = time.monotonic()
+        connection.settimeout(REQUEST_TIMEOUT)
+        try:
+            request, fds = self._read_request(connection)
+        except (OSError, ValueError) as error:
+            print(f"warm server: a bad request ({error})", file=sys.stderr)
+            connection.close()
+            return
+        try:
+            self._answer(connection, request, fds)
+        except OSError:  # the client went away meanwhile
+            connection.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    @staticmethod
+    def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
+        data, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, 3)
+        while not data.endswith(b"\n"):
+            more = connection.recv(MAX_REQUEST)
+            if not more or len(data) > MAX_REQUEST:
+                for fd in fds:
+                    os.close(fd)
+                raise ValueError("incomplete request")
+            data += more
+        return json.loads(data), list(fds)
+
+    def _answer(self, connection: socket.socket, request: dict, fds: list[int]) -> None:
+        if "status" in request:
+            connection.sendall(encode(self.status()))
+            connection.close()
+        elif "stop" in request:
+            self.leaving = "stop"
+            self._stop_listening()
+            connection.sendall(encode({"stopping": len(self.commands)}))
+            connection.close()
+        else:
+            why = self._why_not(request, fds)
+            if why:
+                connection.sendall(encode({"declined": why}))
+                connection.close()
+            else:
+                self._fork(connection, request, fds)
+
+    def _why_not(self, request: dict, fds: list[int]) -> str | None:
+        if len(fds) != 3:
+            return "the command's standard streams did not come with it"
+        changed = self.files.changed()
+        if changed:
+            self.leaving = "restart"
+            self._stop_listening()
+            return f"{changed} changed since the server imported it; it starts again"
+        differ = environment_difference(self.environment, request["env"])
+        if differ:
+            shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
+            return f"the environment differs from the server's ({shown}); `layoutbench serve --stop` and serve again"
+        return None
+
+    def _fork(self, connection: socket.socket, request: dict, fds: list[int]) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                self.selector.close()
+                if self.listener is not None:
+                    self.listener.close()
+                for command in self.commands.values():
+                    command.connection.close()
+                connection.close()
+                code = _run_command(request, fds)
+            finally:
+                os._exit(code if isinstance(code, int) else 1)
+        self.served += 1
+        command = _Command(connection)
+        command.pid, command.pidfd = pid, os.pidfd_open(pid)
+        connection.setblocking(False)
+        self.commands[connection.fileno()] = command
+        self.selector.register(connection, selectors.EVENT_READ, lambda _: self._client_input(command))
+        self.selector.register(command.pidfd, selectors.EVENT_READ, lambda _: self._ended(command))
+        connection.sendall(encode({"pid": pid}))
+
+    def _client_input(self, command: _Command) -> None:
+        try:
+            data = command.connection.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data and not command.ended_by_client:  # the client is gone: end its command
+            command.ended_by_client = True
+            self.selector.unregister(command.connection)
+            os.kill(command.pid, signal.SIGTERM)
+
+    def _ended(self, command: _Command) -> None:
+        _, status = os.waitpid(command.pid, 0)
+        self.selector.unregister(command.pidfd)
+        os.close(command.pidfd)
+        if not command.ended_by_client:
+            self.selector.unregister(command.connection)
+            try:
+                command.connection.setblocking(True)
+                command.connection.sendall(encode({"exit": os.waitstatus_to_exitcode(status)}))
+            except OSError:
+                pass
+        del self.commands[command.connection.fileno()]
+        command.connection.close()
+        self.last_active = time.monotonic()
+
+    def status(self) -> dict:
+        with open("/proc/self/status") as status:
+            resident = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+        return {"pid": os.getpid(), "started": self.started, "served": self.served, "running": len(self.commands),
+                "modules": len(self.files), "own_modules": sorted(filter(_ours, sys.modules)),
+                "resident_bytes": resident, "idle_seconds": self.idle_seconds,
+                "idle_for": time.monotonic() - self.last_active}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.warm.server")
+    parser.add_argument("socket", type=Path)
+    parser.add_argument("--idle-minutes", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    environment = dict(os.environ)
+    # As a quiet command sets it before torch reads it at import (--verbose commands run cold).
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    args.socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if args.socket.parent.stat().st_uid != os.getuid():
+        print(f"warm server: {args.socket.parent} belongs to another user", file=sys.stderr)
+        return 2
+    with open(args.socket.with_suffix(".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("warm server: another one serves this socket", file=sys.stderr)
+            return 0
+        server = WarmServer(args.socket, args.idle_minutes * 60, environment)
+        start = time.monotonic()
+        server.start(scout())
+        print(f"warm server: {len(server.files)} module files imported in {time.monotonic() - start:.1f} s; "
+              f"listening on {args.socket}", file=sys.stderr, flush=True)
+        why = server.serve()
+        print(f"warm server: ended ({why}) after {server.served} commands", file=sys.stderr, flush=True)
+    if why == "restart":
+        os.environ.clear()
+        os.environ.update(environment)
+        os.execv(sys.executable, [sys.executable, "-m", "harness.warm.server", *(argv or sys.argv[1:])])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""The warm server: a command run through it is the command run without it (output, exit
+code, records; an edited strategy measured afresh), Ctrl-C and a killed client end the
+command as they would, and what would make it differ sends the command past it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.warm import client
+from harness.warm.server import OWN_PACKAGES, ImportedFiles
+
+LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
+PLUG = """from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+
+
+class Plug(TagMemoryMetaPass):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_trace_search_depth = {depth}
+"""
+
+
+@pytest.fixture(scope="module")
+def environment(tmp_path_factory):
+    """An environment of its own (cache included, so this server is the tests' alone) and a
+    warm server for it, stopped afterwards."""
+    environment = {k: v for k, v in os.environ.items() if k != "LAYOUTBENCH_NO_SERVER"}
+    environment["LAYOUTBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    started = _layoutbench(environment, "serve", "--idle-minutes", "10")
+    assert started.returncode == 0, started.stderr
+    assert "commands run through it" in started.stderr
+    yield environment
+    assert _layoutbench(environment, "serve", "--stop").returncode == 0
+
+
+def _layoutbench(environment: dict, *args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LAYOUTBENCH), *args], capture_output=True, text=True, timeout=600, env=environment,
+                          cwd=cwd)
+
+
+def _status(environment: dict) -> dict:
+    """What the tests' server says of itself."""
+    saved = os.environ.get("LAYOUTBENCH_CACHE_DIR")
+    os.environ["LAYOUTBENCH_CACHE_DIR"] = environment["LAYOUTBENCH_CACHE_DIR"]
+    try:
+        status = client.status()
+    finally:
+        if saved is None:
+            del os.environ["LAYOUTBENCH_CACHE_DIR"]
+        else:
+            os.environ["LAYOUTBENCH_CACHE_DIR"] = saved
+    assert status is not None, "the tests' warm server is not running"
+    return status
+
+
+def _cold(environment: dict) -> dict:
+    return {**environment, "LAYOUTBENCH_NO_SERVER": "1"}
+
+
+def test_a_command_through_the_server_is_the_command_without_it(environment, tmp_path):
+    served = _status(environment)["served"]
+    for args in (["list", "strategies"], ["list", "models", "--zoo", "quick"], ["run", "--zoo", "huge"], ["bogus"]):
+        warm, cold = _layoutbench(environment, *args), _layoutbench(_cold(environment), *args)
+        assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr), args
+    assert _status(environment)["served"] == served + 4  # each went through the server
+
+
+def test_an_edited_strategy_is_measured_afresh(environment, tmp_path):
+    plug = tmp_path / "plug.py"
+    run = ["run", "--models", "synthetic_small", "--strategies", "plug.py:Plug", "--format", "json"]
+    transitions, served = {}, _status(environment)["served"]
+    for depth in (64, 4, 64):
+        plug.write_text(PLUG.format(depth=depth))
+        warm = _layoutbench(environment, *run, "--out", str(tmp_path / f"warm{depth}"), cwd=tmp_path)
+        assert warm.returncode == 0, warm.stderr
+        [record] = json.loads(warm.stdout)
+        transitions.setdefault(depth, set()).add(record["transitions"])
+    assert _status(environment)["served"] == served + 3
+    cold = _layoutbench(_cold(environment), *run, "--fresh", "--out", str(tmp_path / "cold"), cwd=tmp_path)
+    [cold_record] = json.loads(cold.stdout)
+    # The pinned pass's search depth (64) and a shallow one (4): 9 and 10 transitions on this model.
+    assert transitions == {64: {9}, 4: {10}}
+    assert cold_record["transitions"] == 9
+    assert {k: v for k, v in record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")} == \
+        {k: v for k, v in cold_record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")}
+
+
+STUCK = """import time
+from pathlib import Path
+
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+
+
+class Stuck(TagMemoryMetaPass):
+    def call(self, graph_module):
+        Path({marker!r}).touch()
+        while True:
+            time.sleep(1)
+"""
+
+
+def _stuck_run(environment: dict, tmp_path: Path, name: str) -> subprocess.Popen:
+    """A sweep through the server, once its strategy's pass is stuck."""
+    marker = tmp_path / f"{name}.in-pass"
+    (tmp_path / f"{name}.py").write_text(STUCK.format(marker=str(marker)))
+    process = subprocess.Popen(
+        [str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", f"{name}.py:Stuck",
+         "--out", str(tmp_path / name)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environment, cwd=tmp_path)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), process.communicate()
+    return process
+
+
+def test_ctrl_c_and_a_killed_client_end_the_command(environment, tmp_path):
+    interrupted = _stuck_run(environment, tmp_path, "interrupted")
+    assert _status(environment)["running"] == 1
+    interrupted.send_signal(signal.SIGINT)
+    _, stderr = interrupted.communicate(timeout=60)
+    assert interrupted.returncode == 130
+    assert "interrupted; finished records are kept" in stderr
+
+    killed = _stuck_run(environment, tmp_path, "killed")
+    killed.kill()
+    killed.wait()
+    deadline = time.monotonic() + 60
+    while _status(environment)["running"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _status(environment)["running"] == 0, "the command of a killed client kept running"
+
+
+def test_what_would_differ_runs_without_the_server(environment):
+    served = _status(environment)["served"]
+    other = _layoutbench({**environment, "OMP_NUM_THREADS": "1"}, "list", "targets")
+    assert other.returncode == 0 and "vulkan" in other.stdout.split()
+    assert other.stderr.startswith("layoutbench: running without the warm server: the environment differs "
+                                   "from the server's (OMP_NUM_THREADS)")
+    verbose = _layoutbench(environment, "--verbose", "list", "targets")
+    assert verbose.returncode == 0 and verbose.stdout == other.stdout
+    assert _status(environment)["served"] == served
+
+
+def test_the_server_holds_no_code_of_ours_but_its_own(environment):
+    status = _status(environment)
+    assert status["modules"] > 1000  # torch, ExecuTorch and the rest, imported once
+    assert set(status["own_modules"]) <= {"harness", "harness.warm"}
+    again = _layoutbench(environment, "serve")
+    assert again.returncode == 0 and f"warm server {status['pid']}:" in again.stderr  # the same one
+
+
+def test_imported_files_notice_a_change(tmp_path, monkeypatch):
+    module = tmp_path / "warm_probe_module.py"
+    module.write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import warm_probe_module  # noqa: F401
+
+    files = ImportedFiles()
+    files.note()
+    assert files.changed() is None
+    module.write_text("VALUE = 22\n")
+    assert files.changed() == str(module)
+    assert "warm_probe_module" not in OWN_PACKAGES
