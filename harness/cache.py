@@ -11,13 +11,17 @@ same entry wait for the first instead of computing it again; every entry carries
 length and a CRC-32 of its content, so one that was truncated or damaged is detected,
 said in one line on stderr, and rebuilt, never read as a wrong value. (A CRC, not a
 cryptographic digest: it guards against accidents, not adversaries, and checks the
-hundreds of megabytes a warm run reads about six times faster than SHA-256.) Reading an
+hundreds of megabytes a warm run reads about six times faster than SHA-256.) A kind whose
+values hold large arrays is ``mapped``: its entries are read through a private
+copy-on-write memory map rather than copied into memory, their body starting 64-byte
+aligned, so a loader can make tensors of it in place. Reading an
 entry marks it used (its modification time), so :func:`prune` can drop what no run has
 needed for a while: each change of the lowering code leaves a new prefix of every model
 behind.
 """
 
 import contextlib
+import mmap
 import os
 import shutil
 import sys
@@ -31,7 +35,8 @@ from layoutkit.files import cache_root, file_lock
 
 FORMAT = b"layoutbench-cache-"  # then the format's number
 MAGIC = FORMAT + b"2\n"
-HEADER_BYTES = len(MAGIC) + 12  # then the body's length (8 bytes) and CRC-32 (4), little-endian
+MAPPED_MAGIC = FORMAT + b"2-mapped\n"  # then the same, and zeros up to MAPPED_BODY_OFFSET
+MAPPED_BODY_OFFSET = 64
 KINDS = {
     "exports": "torch.export programs of the models",
     "prefixes": "ET-VK lowerings up to the layout pass, shared by every strategy",
@@ -45,15 +50,18 @@ KINDS = {
 ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")
 
 
-def _header(body: bytes) -> bytes:
-    return MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
-
-
 class DiskCache:
-    """Entries of one kind, by key (a file-name-safe digest)."""
+    """Entries of one kind, by key (a file-name-safe digest); ``mapped``: see the module."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, mapped: bool = False):
+        self.kind, self.mapped = kind, mapped
+        self.magic = MAPPED_MAGIC if mapped else MAGIC
+        self.body_offset = MAPPED_BODY_OFFSET if mapped else len(MAGIC) + 12
+
+    def _header(self, body) -> bytes:
+        """The magic, the body's length (8 bytes) and CRC-32 (4), little-endian, and zeros to the body."""
+        header = self.magic + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
+        return header.ljust(self.body_offset, b"\0")
 
     @property
     def directory(self) -> Path:
@@ -62,20 +70,25 @@ class DiskCache:
     def path(self, key: str) -> Path:
         return self.directory / key
 
-    def read(self, key: str) -> bytes | None:
-        """The entry's content, or None when there is none or it is damaged (then removed)."""
+    def read(self, key: str) -> bytes | memoryview | None:
+        """The entry's content (a view of its memory map where ``mapped``), or None when
+        there is none or it is damaged (then removed)."""
         try:
             with self.path(key).open("rb") as entry:
-                header, body = entry.read(HEADER_BYTES), entry.read()  # no copy of a large body
+                header = entry.read(self.body_offset)
+                if self.mapped and header.startswith(self.magic):
+                    body = memoryview(mmap.mmap(entry.fileno(), 0, access=mmap.ACCESS_COPY))[self.body_offset:]
+                else:
+                    body = entry.read()  # no copy of a large body
                 with contextlib.suppress(OSError):  # a cache shared read-only is still read
                     os.utime(entry.fileno())  # used now: see prune
         except FileNotFoundError:
             return None
-        if header.startswith(FORMAT) and not header.startswith(MAGIC):
+        if header.startswith(FORMAT) and not header.startswith(self.magic):
             written_as = header.partition(b"\n")[0].decode(errors="replace")
-            self.discard(key, f"of another format ({written_as}, not {MAGIC.decode().strip()})")
+            self.discard(key, f"of another format ({written_as}, not {self.magic.decode().strip()})")
             return None
-        if header != _header(body):
+        if header != self._header(body):
             self.discard(key, "truncated or damaged")
             return None
         return body
@@ -90,7 +103,8 @@ class DiskCache:
         handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as out:
-                out.write(_header(body) + body)
+                out.write(self._header(body))
+                out.write(body)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, self.path(key))
@@ -127,6 +141,8 @@ class DiskCache:
                 return value, True
             body = dump(compute())
             self.write(key, body)
+            if self.mapped:  # read back as a warm run reads it: from its map
+                body = self.read(key)
             return load(body), False
 
 

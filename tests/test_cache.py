@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import strategies
 from harness.cache import MAGIC, DiskCache
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan import serialization
 from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
 from harness.targets.vulkan.lowering import VulkanLowering
 
@@ -47,14 +49,16 @@ def _flip_one_bit(entry: bytes) -> bytes:
     return entry[:middle] + bytes([entry[middle] ^ 1]) + entry[middle + 1:]
 
 
+@pytest.mark.parametrize("mapped", [False, True], ids=["read", "mapped"])
 @pytest.mark.parametrize("damage, why", [
     (lambda entry: entry[:500], "truncated or damaged"),  # a writer killed mid-file (not ours: ours rename)
     (_flip_one_bit, "truncated or damaged"),
     (lambda entry: b"layoutbench-cache-1\n" + entry[len(MAGIC):], "of another format (layoutbench-cache-1, not "
-     f"{MAGIC.decode().strip()})"),
+     "{magic})"),
 ], ids=["truncated", "one-bit-flipped", "older-format"])
-def test_a_damaged_entry_is_rebuilt_with_one_line(cache_dir, capsys, damage, why):
-    cache = DiskCache("test")
+def test_a_damaged_entry_is_rebuilt_with_one_line(cache_dir, capsys, damage, why, mapped):
+    cache = DiskCache("test", mapped=mapped)
+    why = why.format(magic=cache.magic.decode().strip())
     cache.write("entry", b"x" * 1000)
     path = cache.path("entry")
     path.write_bytes(damage(path.read_bytes()))
@@ -63,6 +67,31 @@ def test_a_damaged_entry_is_rebuilt_with_one_line(cache_dir, capsys, damage, why
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"layoutbench: cache entry {path} is {why}; rebuilding it"]
     assert cache.read("entry") == b"rebuilt"
+
+
+def test_tensors_come_back_as_views_of_the_mapped_entry(cache_dir):
+    weight = torch.nn.Parameter(torch.arange(24, dtype=torch.float32).reshape(4, 6))
+    shared = torch.arange(10, dtype=torch.int64)
+    value = {"weight": weight, "columns": weight.data.t(), "slice": shared[3:7], "shared": shared,
+             "half": torch.ones(3, 5, dtype=torch.bfloat16)[:, ::2], "flags": torch.tensor([True, False]),
+             "empty": torch.empty(0, 3), "grad": torch.zeros(2, requires_grad=True),
+             "int8": torch.full((7,), -3, dtype=torch.int8), "meta": torch.empty(2, 2, device="meta")}
+    cache = DiskCache("test", mapped=True)
+    loaded, cached = cache.get_or_create("entry", lambda: value, serialization.dumps, serialization.loads)
+    assert cached is False  # read back from the map all the same
+    for name, tensor in value.items():
+        back = loaded[name]
+        assert (type(back), back.dtype, back.shape, back.stride(), back.device, back.requires_grad) == \
+            (type(tensor), tensor.dtype, tensor.shape, tensor.stride(), tensor.device, tensor.requires_grad), name
+        if tensor.device.type == "cpu":
+            assert torch.equal(back.detach(), tensor.detach()), name
+    assert loaded["slice"].untyped_storage().data_ptr() == loaded["shared"].untyped_storage().data_ptr()
+    assert loaded["columns"].untyped_storage().data_ptr() == loaded["weight"].untyped_storage().data_ptr()
+    assert loaded["weight"].untyped_storage().data_ptr() % serialization.BUFFER_ALIGNMENT == 0
+    on_disk = cache.path("entry").read_bytes()
+    loaded["shared"].fill_(7)  # a private map: the entry is as written
+    assert cache.path("entry").read_bytes() == on_disk
+    assert torch.equal(serialization.loads(bytes(serialization.dumps(value)))["shared"], shared)  # read-only: a copy
 
 
 def test_an_entry_that_does_not_load_is_rebuilt(cache_dir, capsys):

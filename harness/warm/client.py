@@ -103,10 +103,14 @@ def forward(entry: str, argv: list[str]) -> int | None:
     """Run ``entry`` (``module:function`` of argv, returning an exit code) in the server with
     this process's arguments, directory, environment and standard streams; its exit code, or
     None where no server listens. Raises :class:`Declined` or :class:`ServerGone`."""
+    try:
+        cwd = os.getcwd()
+    except FileNotFoundError:  # the directory was removed: the command says so itself
+        return None
     connection = _connect()
     if connection is None:
         return None
-    request = {"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": os.getcwd(), "env": dict(os.environ),
+    request = {"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": cwd, "env": dict(os.environ),
                "path": sys.path}
     with connection, connection.makefile("rb") as replies:
         try:

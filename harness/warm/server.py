@@ -13,111 +13,24 @@ terminal would; a command's child ends with the server (PR_SET_PDEATHSIG).
 import argparse
 import ctypes
 import fcntl
-import gc
 import importlib
 import io
 import json
 import os
-import pkgutil
 import selectors
 import signal
 import socket
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
 from harness.warm import encode, environment_difference
+from harness.warm.preload import ImportedFiles, ours, preload, scout
 
-OWN_PACKAGES = ("harness", "strategies", "models", "layoutkit")
 REQUEST_TIMEOUT = 10  # seconds a connected client may take to send its request
 MAX_REQUEST = 1 << 22
 _PR_SET_PDEATHSIG = 1
-
-
-class ImportedFiles:
-    """The files of the modules this process imported, and whether one changed since."""
-
-    def __init__(self):
-        self._seen: dict[str, tuple[int, int]] = {}
-
-    def note(self) -> None:
-        for module in list(sys.modules.values()):
-            path = getattr(module, "__file__", None)
-            if path and path not in self._seen and os.path.isabs(path) and os.path.isfile(path):
-                stat = os.stat(path)  # (a module made at run time may name a file that is not there)
-                self._seen[path] = (stat.st_mtime_ns, stat.st_size)
-
-    def changed(self) -> str | None:
-        """A file that is not as it was imported (edited, replaced or removed), or None."""
-        for path, seen in self._seen.items():
-            try:
-                stat = os.stat(path)
-            except OSError:
-                return path
-            if (stat.st_mtime_ns, stat.st_size) != seen:
-                return path
-        return None
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-
-def _import_all(package_name: str) -> None:
-    """Import ``package_name`` and every module under it, passing over any that fails."""
-    try:
-        package = importlib.import_module(package_name)
-    except Exception:
-        return
-    for info in pkgutil.walk_packages(package.__path__, package_name + ".", onerror=lambda name: None):
-        try:
-            importlib.import_module(info.name)
-        except Exception:
-            traceback.print_exc()
-
-
-def _ours(name: str) -> bool:
-    return name.split(".")[0] in OWN_PACKAGES
-
-
-def _outside(name: str) -> bool:
-    return not _ours(name) and name not in ("__main__", "__mp_main__")
-
-
-def scout() -> list[str]:
-    """The modules, outside layoutbench's packages, that importing all of those imports, in
-    import order; found in a forked child, so this process imports none of layoutbench."""
-    with tempfile.NamedTemporaryFile("r", suffix=".modules") as found:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                for package in OWN_PACKAGES:
-                    _import_all(package)
-                names = [n for n, m in sys.modules.items() if _outside(n) and getattr(m, "__file__", None)]
-                Path(found.name).write_text("\n".join(names))
-                code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError("the scout could not list the modules to import (its traceback is above)")
-        return found.read().split()
-
-
-def preload(names: list[str]) -> ImportedFiles:
-    """Import ``names`` here (any that fails is passed over) and note their files."""
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception:
-            print(f"warm server: not preloaded: {name}", file=sys.stderr)
-    gc.collect()
-    gc.freeze()  # what every command shares is never garbage: no collection traverses it
-    files = ImportedFiles()
-    files.note()
-    return files
 
 
 def _std_streams() -> None:
@@ -331,7 +244,7 @@ class WarmServer:
         with open("/proc/self/status") as status:
             resident = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
         return {"pid": os.getpid(), "started": self.started, "served": self.served, "running": len(self.commands),
-                "modules": len(self.files), "own_modules": sorted(filter(_ours, sys.modules)),
+                "modules": len(self.files), "own_modules": sorted(filter(ours, sys.modules)),
                 "resident_bytes": resident, "idle_seconds": self.idle_seconds,
                 "idle_for": time.monotonic() - self.last_active}
 
@@ -345,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     # As a quiet command sets it before torch reads it at import (--verbose commands run cold).
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     args.socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if args.socket.parent.stat().st_uid != os.getuid():
-        print(f"warm server: {args.socket.parent} belongs to another user", file=sys.stderr)
+    folder = args.socket.parent.stat()
+    if folder.st_uid != os.getuid() or folder.st_mode & 0o077:  # whoever can connect runs commands as us
+        print(f"warm server: {args.socket.parent} must be the user's own and closed to others (chmod 700)",
+              file=sys.stderr)
         return 2
     with open(args.socket.with_suffix(".lock"), "w") as lock:
         try:

@@ -11,10 +11,10 @@ from harness.cache import DiskCache
 from harness.pipeline.model import CachedStage, ModelPipeline
 from harness.results.provenance import code_digest, provenance
 from harness.targets.vulkan import lowering as lowering_code
-from harness.targets.vulkan import serialization
+from harness.targets.vulkan import pte, serialization
 from harness.targets.vulkan.lowering import VulkanLowering
 
-PREFIXES = DiskCache("prefixes")
+PREFIXES = DiskCache("prefixes", mapped=True)  # its tensors are made in place (serialization.py)
 
 
 def prefix_key(name: str) -> str:
@@ -22,7 +22,7 @@ def prefix_key(name: str) -> str:
     executorch and timm versions, the lowering code."""
     facts = provenance()
     key = [name, models.source_digest(name), facts["torch_version"], facts["executorch_version"],
-           facts["timm_version"], code_digest(lowering_code, serialization)]
+           facts["timm_version"], code_digest(lowering_code, pte, serialization)]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
 
 

@@ -14,7 +14,11 @@ This pickler stores each of those by what identifies it:
   recreated in one fake mode;
 - FX graphs as their node table (name, op, target, arguments, metadata, type), and graph
   modules as that graph plus the attributes its nodes read;
-- ExecuTorch's edge-dialect verifier class (a local class) by the configuration it closes over.
+- ExecuTorch's edge-dialect verifier class (a local class) by the configuration it closes over;
+- CPU tensors by dtype, shape, stride and offset into their storage, and each storage once,
+  as an out-of-band buffer (pickle protocol 5) laid 64-byte aligned after the pickle: a
+  load makes tensors of those bytes in place (the prefix cache maps its entries), instead
+  of copying the weights twice as torch's own pickling does.
 
 Everything else is pickled as it is. Tests check that the .pte of every strategy from a
 loaded lowering is byte-identical to one from a cold lowering.
@@ -22,6 +26,7 @@ loaded lowering is byte-identical to one from a cold lowering.
 
 import io
 import pickle
+import struct
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
@@ -32,6 +37,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.node import map_arg
 
 _EDGE_VERIFIER = "EXIREdgeDialectVerifier.<locals>._EXIREdgeDialectVerifier"
+BUFFER_ALIGNMENT = 64
 
 
 class _NodeName:
@@ -91,6 +97,30 @@ def _fake_tensor(shape, stride, dtype, offset, device):
     return FakeTensor(_Loading.mode, meta, device)
 
 
+class _Storage:
+    """A tensor storage, pickled once however many tensors view it."""
+
+    def __init__(self, storage: torch.UntypedStorage):
+        self.storage = storage
+
+
+def _storage(buffer) -> torch.UntypedStorage:
+    if not len(buffer):
+        return torch.UntypedStorage(0)
+    return torch.frombuffer(buffer, dtype=torch.uint8).untyped_storage()
+
+
+def _tensor(storage: torch.UntypedStorage, dtype, size, stride, offset, requires_grad) -> torch.Tensor:
+    tensor = torch.empty(0, dtype=dtype).set_(storage, offset, size, stride)
+    return tensor.requires_grad_() if requires_grad else tensor
+
+
+def _in_place(tensor) -> bool:
+    """Whether a tensor is pickled by its storage (plain, dense, on the CPU, no extra state)."""
+    return (type(tensor) is torch.Tensor and tensor.device.type == "cpu" and tensor.layout == torch.strided
+            and not (tensor.is_quantized or tensor.is_conj() or tensor.is_neg() or tensor.grad_fn or tensor.__dict__))
+
+
 def _rebuild(value, nodes: dict):
     """Arguments with node references resolved against the nodes rebuilt so far."""
     if isinstance(value, _NodeName):
@@ -145,7 +175,19 @@ def _attributes(module: torch.fx.GraphModule) -> dict:
 
 
 class _ProgramPickler(pickle.Pickler):
+    def __init__(self, file, buffers: list):
+        super().__init__(file, protocol=5, buffer_callback=buffers.append)
+        self._storages: dict = {}  # one _Storage per storage, so that tensors sharing one share it again
+
     def reducer_override(self, obj):
+        if isinstance(obj, torch.Tensor) and _in_place(obj):
+            storage = obj.untyped_storage()
+            wrapper = self._storages.setdefault((storage.data_ptr(), storage.nbytes()), _Storage(storage))
+            return _tensor, (wrapper, obj.dtype, tuple(obj.shape), obj.stride(), obj.storage_offset(),
+                             obj.requires_grad)
+        if isinstance(obj, _Storage):
+            raw = torch.empty(0, dtype=torch.uint8).set_(obj.storage).numpy()
+            return _storage, (pickle.PickleBuffer(raw),)
         if isinstance(obj, type) and obj.__qualname__ == _EDGE_VERIFIER:
             closure = obj.__init__.__closure__
             cells = dict(zip(obj.__init__.__code__.co_freevars, (cell.cell_contents for cell in closure)))
@@ -166,15 +208,42 @@ class _ProgramPickler(pickle.Pickler):
         return NotImplemented
 
 
-def dumps(value) -> bytes:
-    buffer = io.BytesIO()
-    _ProgramPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
-    return buffer.getvalue()
+def _aligned(position: int) -> int:
+    return -(-position // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT
 
 
-def loads(data: bytes):
+def dumps(value) -> bytearray:
+    """The pickle's length and the buffers' count and lengths, the pickle, then each buffer
+    at an aligned position."""
+    stream, buffers = io.BytesIO(), []
+    _ProgramPickler(stream, buffers).dump(value)
+    raws = [buffer.raw() for buffer in buffers]
+    out = bytearray(struct.pack(f"<QQ{len(raws)}Q", stream.tell(), len(raws), *(raw.nbytes for raw in raws)))
+    out += stream.getbuffer()
+    for raw in raws:
+        out += bytes(_aligned(len(out)) - len(out))
+        out += raw
+    return out
+
+
+def loads(data):
+    """A value from :func:`dumps`'s bytes; its tensors are views of ``data`` where it is
+    writable (a private memory map, as the prefix cache reads), else of a copy."""
+    view = memoryview(data)
+    if view.readonly:
+        view = memoryview(bytearray(view))
+    pickled_length, count = struct.unpack_from("<QQ", view)
+    lengths = struct.unpack_from(f"<{count}Q", view, 16)
+    position = 16 + 8 * count
+    pickled = view[position:position + pickled_length]
+    position += pickled_length
+    buffers = []
+    for length in lengths:
+        position = _aligned(position)
+        buffers.append(view[position:position + length])
+        position += length
     _Loading.mode = None
     try:
-        return pickle.loads(data)
+        return pickle.loads(pickled, buffers=buffers)
     finally:
         _Loading.mode = None
