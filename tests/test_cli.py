@@ -110,3 +110,14 @@ def test_model_that_fails_to_export_is_reported(tmp_path, capsys):
     assert [r["status"] for r in records] == ["failed", "ok"]
     assert "failed to export" in records[0]["reason"]
     assert f"{name} / bfs-downstream: model '{name}' failed to export" in captured.err
+
+
+def test_columns_name_record_fields_and_an_unknown_one_fails_with_one_line(tmp_path, capsys):
+    run = ["run", "--models", "synthetic_small", "--strategies", "dfs-upstream", "--out", str(tmp_path)]
+    assert cli.main([*run, "--columns", "model,strategy,transitions"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["transitions"] and table[2].split()[:2] == ["synthetic_small", "dfs-upstream"]
+    assert cli.main([*run, "--columns", "transitions,no_such_field"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("layoutbench: error: --columns: no record has no_such_field; fields: ")
+    assert len(RecordStore(tmp_path).read()) == 1  # measured and kept all the same

@@ -79,4 +79,12 @@ def render_records(records: list[dict], output_format: str, columns: str | None)
     if output_format == "csv":
         return pd.DataFrame(records).to_csv(index=False)
     chosen = columns if columns in (None, "all") else [c.strip() for c in columns.split(",") if c.strip()]
+    if isinstance(chosen, list):
+        fields = set().union(*records) if records else set()
+        unknown = [c for c in chosen if c not in fields]
+        if unknown:
+            from harness.errors import UsageError
+
+            raise UsageError(f"--columns: no record has {', '.join(unknown)}; fields: {', '.join(sorted(fields))} "
+                             "(the records are kept: the same command again prints them)")
     return render_table(records, chosen)

@@ -74,8 +74,8 @@ def render_table(records: list[dict], columns: str | list[str] | None = None) ->
     for target, group in table.groupby("target", sort=False):
         if columns == "all":
             shown = [c for c in group.columns if c not in ("model", "strategy", "target") and group[c].notna().any()]
-        elif columns:
-            shown = [c for c in columns if c in group]
+        elif columns:  # model and strategy are the rows, the target the header
+            shown = [c for c in columns if c in group and c not in ("model", "strategy", "target")]
         else:
             shown = ["status", *headline_columns(group)]
         body = group.set_index(["model", "strategy"])[shown]
