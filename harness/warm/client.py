@@ -120,8 +120,8 @@ def forward(entry: str, argv: list[str]) -> int | None:
         first = json.loads(replies.readline() or b"{}")
         if "declined" in first:
             raise Declined(first["declined"])
-        if "pid" not in first:
-            raise ServerGone("the warm server ended before starting the command")
+        if "pid" not in first:  # nothing ran: the command can run here
+            raise Declined("the warm server did not start the command (its log says why)")
         with _passing_signals_to(first["pid"]):
             last = replies.readline()
     if not last:

@@ -11,6 +11,7 @@ terminal would; a command's child ends with the server (PR_SET_PDEATHSIG).
 """
 
 import argparse
+import contextlib
 import ctypes
 import fcntl
 import importlib
@@ -56,13 +57,13 @@ def _run_command(request: dict, fds: list[int]) -> int:
         os.dup2(fd, target)
         os.close(fd)
     _std_streams()
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    sys.path[:] = request["path"]
-    sys.argv = [request["argv0"], *request["argv"]]
-    module, function = request["entry"].split(":")
-    try:
+    try:  # from here on what goes wrong is said on the command's stderr
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[:] = request["path"]
+        sys.argv = [request["argv0"], *request["argv"]]
+        module, function = request["entry"].split(":")
         code = getattr(importlib.import_module(module), function)(request["argv"])
     except SystemExit as ended:
         code = ended.code
@@ -139,7 +140,8 @@ class WarmServer:
             return
         try:
             self._answer(connection, request, fds)
-        except OSError:  # the client went away meanwhile
+        except (OSError, KeyError, TypeError, ValueError) as error:  # the client went away, or a bad request
+            print(f"warm server: a request not served ({type(error).__name__}: {error})", file=sys.stderr)
             connection.close()
         finally:
             for fd in fds:
@@ -207,11 +209,12 @@ class WarmServer:
         self.served += 1
         command = _Command(connection)
         command.pid, command.pidfd = pid, os.pidfd_open(pid)
-        connection.setblocking(False)
         self.commands[connection.fileno()] = command
         self.selector.register(connection, selectors.EVENT_READ, lambda _: self._client_input(command))
         self.selector.register(command.pidfd, selectors.EVENT_READ, lambda _: self._ended(command))
-        connection.sendall(encode({"pid": pid}))
+        with contextlib.suppress(OSError):  # a client gone already: its connection's end says so
+            connection.sendall(encode({"pid": pid}))
+        connection.setblocking(False)
 
     def _client_input(self, command: _Command) -> None:
         try:
@@ -245,8 +248,7 @@ class WarmServer:
             resident = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
         return {"pid": os.getpid(), "started": self.started, "served": self.served, "running": len(self.commands),
                 "modules": len(self.files), "own_modules": sorted(filter(ours, sys.modules)),
-                "resident_bytes": resident, "idle_seconds": self.idle_seconds,
-                "idle_for": time.monotonic() - self.last_active}
+                "resident_bytes": resident, "idle_seconds": self.idle_seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
