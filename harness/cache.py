@@ -141,8 +141,8 @@ class DiskCache:
                 return value, True
             body = dump(compute())
             self.write(key, body)
-            if self.mapped:  # read back as a warm run reads it: from its map
-                body = self.read(key)
+            if self.mapped:  # read back as a warm run reads it: from its map (unless removed meanwhile)
+                body = self.read(key) or body
             return load(body), False
 
 

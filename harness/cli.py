@@ -271,8 +271,9 @@ def warm_main(argv: list[str]) -> int:
 def _through_warm_server(argv: list[str]) -> int | None:
     """The exit code of the command where a warm server ran it, else None (none serves, it
     declined, or the command is one to run here: serve itself, and --verbose)."""
-    command = next((a for a in argv if not a.startswith("-")), None)
-    if command in (None, "serve") or "--verbose" in argv or os.environ.get(NO_SERVER_ENV) == "1":
+    command = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    verbose = command is not None and any(len(a) > 2 and "--verbose".startswith(a) for a in argv[:command])
+    if command is None or argv[command] == "serve" or verbose or os.environ.get(NO_SERVER_ENV) == "1":
         return None
     from harness.warm import client
 

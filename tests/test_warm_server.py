@@ -2,6 +2,7 @@
 code, records; an edited strategy measured afresh), Ctrl-C and a killed client end the
 command as they would, and what would make it differ sends the command past it."""
 
+import contextlib
 import json
 import os
 import signal
@@ -26,17 +27,31 @@ class Plug(TagMemoryMetaPass):
 """
 
 
-@pytest.fixture(scope="module")
-def environment(tmp_path_factory):
-    """An environment of its own (cache included, so this server is the tests' alone) and a
-    warm server for it, stopped afterwards."""
+@contextlib.contextmanager
+def _served_environment(cache: Path, **variables: str):
+    """An environment of its own (cache included, so its server is the test's alone) with a
+    warm server, stopped afterwards (killed if a command it runs does not end)."""
     environment = {k: v for k, v in os.environ.items() if k != "LAYOUTBENCH_NO_SERVER"}
-    environment["LAYOUTBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    environment.update(LAYOUTBENCH_CACHE_DIR=str(cache), **variables)
     started = _layoutbench(environment, "serve", "--idle-minutes", "10")
     assert started.returncode == 0, started.stderr
     assert "commands run through it" in started.stderr
-    yield environment
-    assert _layoutbench(environment, "serve", "--stop").returncode == 0
+    try:
+        yield environment
+    finally:
+        pid = _status(environment, required=False)
+        _layoutbench(environment, "serve", "--stop")
+        deadline = time.monotonic() + 30
+        while _status(environment, required=False) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if pid and _status(environment, required=False):
+            os.kill(pid["pid"], signal.SIGKILL)  # its commands end with it
+
+
+@pytest.fixture(scope="module")
+def environment(tmp_path_factory):
+    with _served_environment(tmp_path_factory.mktemp("cache")) as environment:
+        yield environment
 
 
 def _layoutbench(environment: dict, *args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -44,8 +59,8 @@ def _layoutbench(environment: dict, *args: str, cwd=None) -> subprocess.Complete
                           cwd=cwd)
 
 
-def _status(environment: dict) -> dict:
-    """What the tests' server says of itself."""
+def _status(environment: dict, required: bool = True) -> dict | None:
+    """What the test's server says of itself (None: none listens)."""
     saved = os.environ.get("LAYOUTBENCH_CACHE_DIR")
     os.environ["LAYOUTBENCH_CACHE_DIR"] = environment["LAYOUTBENCH_CACHE_DIR"]
     try:
@@ -55,8 +70,14 @@ def _status(environment: dict) -> dict:
             del os.environ["LAYOUTBENCH_CACHE_DIR"]
         else:
             os.environ["LAYOUTBENCH_CACHE_DIR"] = saved
-    assert status is not None, "the tests' warm server is not running"
+    assert status is not None or not required, "the test's warm server is not running"
     return status
+
+
+def _deterministic(records: list[dict]) -> list[dict]:
+    """Records without what differs between any two runs (timings, timestamps, memory peaks)."""
+    varying = ("_seconds", "timestamp", "worker_peak_rss_bytes")
+    return [{k: v for k, v in r.items() if not k.endswith(varying)} for r in records]
 
 
 def _cold(environment: dict) -> dict:
@@ -69,6 +90,12 @@ def test_a_command_through_the_server_is_the_command_without_it(environment, tmp
         warm, cold = _layoutbench(environment, *args), _layoutbench(_cold(environment), *args)
         assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr), args
     assert _status(environment)["served"] == served + 4  # each went through the server
+    run = ["run", "--models", "synthetic_small", "--strategies", "dfs-upstream,bfs-downstream", "--format", "json"]
+    warm = _layoutbench(environment, *run, "--out", str(tmp_path / "warm"))
+    cold = _layoutbench(_cold(environment), *run, "--fresh", "--out", str(tmp_path / "cold"))
+    assert warm.returncode == cold.returncode == 0, warm.stderr + cold.stderr
+    assert _deterministic(json.loads(warm.stdout)) == _deterministic(json.loads(cold.stdout))
+    assert _status(environment)["served"] == served + 5
 
 
 def test_an_edited_strategy_is_measured_afresh(environment, tmp_path):
@@ -91,7 +118,8 @@ def test_an_edited_strategy_is_measured_afresh(environment, tmp_path):
         {k: v for k, v in cold_record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")}
 
 
-STUCK = """import time
+STUCK = """import os
+import time
 from pathlib import Path
 
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -99,14 +127,14 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMet
 
 class Stuck(TagMemoryMetaPass):
     def call(self, graph_module):
-        Path({marker!r}).touch()
+        Path({marker!r}).write_text(str(os.getpid()))
         while True:
             time.sleep(1)
 """
 
 
-def _stuck_run(environment: dict, tmp_path: Path, name: str) -> subprocess.Popen:
-    """A sweep through the server, once its strategy's pass is stuck."""
+def _stuck_run(environment: dict, tmp_path: Path, name: str) -> tuple[subprocess.Popen, int]:
+    """A sweep through the server, once its strategy's pass is stuck; and the stuck worker's pid."""
     marker = tmp_path / f"{name}.in-pass"
     (tmp_path / f"{name}.py").write_text(STUCK.format(marker=str(marker)))
     process = subprocess.Popen(
@@ -117,20 +145,35 @@ def _stuck_run(environment: dict, tmp_path: Path, name: str) -> subprocess.Popen
     while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.exists(), process.communicate()
-    return process
+    while not marker.read_text():
+        time.sleep(0.05)
+    return process, int(marker.read_text())
+
+
+def _ends(pid: int, seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def test_ctrl_c_and_a_killed_client_end_the_command(environment, tmp_path):
-    interrupted = _stuck_run(environment, tmp_path, "interrupted")
+    interrupted, worker = _stuck_run(environment, tmp_path, "interrupted")
     assert _status(environment)["running"] == 1
     interrupted.send_signal(signal.SIGINT)
     _, stderr = interrupted.communicate(timeout=60)
     assert interrupted.returncode == 130
     assert "interrupted; finished records are kept" in stderr
+    assert _ends(worker), "the interrupted command's worker kept running"
 
-    killed = _stuck_run(environment, tmp_path, "killed")
+    killed, worker = _stuck_run(environment, tmp_path, "killed")
     killed.kill()
     killed.wait()
+    assert _ends(worker), "the worker of a killed client's command kept running"
     deadline = time.monotonic() + 60
     while _status(environment)["running"] and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -143,9 +186,34 @@ def test_what_would_differ_runs_without_the_server(environment):
     assert other.returncode == 0 and "vulkan" in other.stdout.split()
     assert other.stderr.startswith("layoutbench: running without the warm server: the environment differs "
                                    "from the server's (OMP_NUM_THREADS)")
-    verbose = _layoutbench(environment, "--verbose", "list", "targets")
-    assert verbose.returncode == 0 and verbose.stdout == other.stdout
+    niced = subprocess.run(["nice", "-n", "5", str(LAYOUTBENCH), "list", "targets"], capture_output=True, text=True,
+                           env=environment, timeout=600)
+    assert niced.returncode == 0 and niced.stdout == other.stdout
+    assert "the process context differs from the server's (niceness)" in niced.stderr
+    for flag in ("--verbose", "--verb"):
+        verbose = _layoutbench(environment, flag, "list", "targets")
+        assert verbose.returncode == 0 and verbose.stdout == other.stdout
     assert _status(environment)["served"] == served
+
+
+def test_a_changed_import_sends_a_command_past_the_server_which_starts_again(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("# imported by every process here, the server's too\n")
+    with _served_environment(tmp_path / "cache", PYTHONPATH=str(site)) as environment:
+        first = _layoutbench(environment, "list", "zoos")
+        assert first.returncode == 0 and first.stderr == "" and _status(environment)["served"] == 1
+        (site / "sitecustomize.py").write_text("# changed: an upgrade\n")
+        declined = _layoutbench(environment, "list", "zoos")
+        assert declined.returncode == 0 and declined.stdout == first.stdout
+        assert declined.stderr.startswith(f"layoutbench: running without the warm server: {site / 'sitecustomize.py'} "
+                                          "changed since the server imported it; it starts again")
+        deadline = time.monotonic() + 300
+        while _status(environment, required=False) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        again = _layoutbench(environment, "list", "zoos")
+        assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
+        assert _status(environment)["served"] == 1  # the server started again, and served it
 
 
 def test_the_server_holds_no_code_of_ours_but_its_own(environment):
@@ -162,9 +230,12 @@ def test_imported_files_notice_a_change(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     import warm_probe_module  # noqa: F401
 
-    files = ImportedFiles()
-    files.note()
-    assert files.changed() is None
-    module.write_text("VALUE = 22\n")
-    assert files.changed() == str(module)
-    assert "warm_probe_module" not in OWN_PACKAGES
+    try:
+        files = ImportedFiles()
+        files.note()
+        assert files.changed() is None
+        module.write_text("VALUE = 22\n")
+        assert files.changed() == str(module)
+        assert "warm_probe_module" not in OWN_PACKAGES
+    finally:
+        del sys.modules["warm_probe_module"]

@@ -2,18 +2,13 @@
 records on stdout as a table, JSON or CSV."""
 
 import json
-import os
 import sys
 import threading
 
 from harness.commands import PROGRAM
+from harness.sweep.fork_server import FORK_LOCK
 
 
-# Held while the progress display draws, and by a fork: a worker forked from the sweep's own
-# process (see harness.sweep.fork_server) must not inherit the terminal's stream locked halfway
-# through a draw by a thread it does not have.
-_DRAWING = threading.Lock()
-os.register_at_fork(before=_DRAWING.acquire, after_in_parent=_DRAWING.release, after_in_child=_DRAWING.release)
 REDRAW_SECONDS = 0.1
 
 
@@ -45,20 +40,20 @@ class SweepProgress:
         self._done.set()
         if self._redraw.is_alive():
             self._redraw.join()
-        with _DRAWING:
+        with FORK_LOCK:
             return self._progress.__exit__(*exc)
 
     def _redraw_until_done(self) -> None:
         while not self._done.wait(REDRAW_SECONDS):
-            with _DRAWING:
+            with FORK_LOCK:
                 self._progress.refresh()
 
     def stage(self, text: str) -> None:
-        with _DRAWING:
+        with FORK_LOCK:
             self._progress.update(self._task, description=text)
 
     def advance(self, record: dict | None = None) -> None:
-        with _DRAWING:
+        with FORK_LOCK:
             self._progress.advance(self._task)
             if self._lines and record is not None:
                 task = self._progress.tasks[0]

@@ -104,22 +104,22 @@ def serve(args) -> int:
     from harness.warm import client
 
     socket_path, log = client.server_files()
-    if args.stop or args.status:
-        answer = client.stop() if args.stop else client.status()
+    try:
+        if args.stop or args.status:
+            answer = client.stop() if args.stop else client.status()
+            if answer is None:
+                print(f"{PROGRAM}: no warm server for this code and cache ({socket_path})", file=sys.stderr)
+                return 1
+            print(f"{PROGRAM}: warm server stops once its {answer['stopping']} running commands end" if args.stop
+                  else f"{PROGRAM}: {_describe_server(answer)}", file=sys.stderr)
+            return 0
+        answer = client.status()
         if answer is None:
-            print(f"{PROGRAM}: no warm server for this code and cache ({socket_path})", file=sys.stderr)
-            return 1
-        print(f"{PROGRAM}: warm server stops once its {answer['stopping']} running commands end" if args.stop
-              else f"{PROGRAM}: {_describe_server(answer)}", file=sys.stderr)
-        return 0
-    answer = client.status()
-    if answer is None:
-        print(f"{PROGRAM}: starting a warm server: it imports torch, ExecuTorch and the other libraries once "
-              f"(log: {log})", file=sys.stderr)
-        try:
+            print(f"{PROGRAM}: starting a warm server: it imports torch, ExecuTorch and the other libraries once "
+                  f"(log: {log})", file=sys.stderr)
             answer = client.start(args.environment, args.idle_minutes)
-        except RuntimeError as error:
-            raise UsageError(str(error)) from None
+    except (client.Declined, RuntimeError) as problem:  # a socket not the user's, a server that did not start
+        raise UsageError(str(problem)) from None
     print(f"{PROGRAM}: {_describe_server(answer)}; commands run through it (LAYOUTBENCH_NO_SERVER=1 or "
           f"--verbose: without it; `{PROGRAM} serve --stop` ends it)", file=sys.stderr)
     return 0

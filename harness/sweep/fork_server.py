@@ -14,10 +14,15 @@ workers fork from the command's own process (:func:`fork_from_here`), with no se
 import importlib
 import multiprocessing
 import multiprocessing.forkserver
+import threading
 
 PRELOAD = ["harness.quiet", "harness.sweep.workers", "harness.targets.vulkan.targets",
            "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
 _from_here = False
+# Held while a worker is started, and by a thread of this process that draws on the terminal
+# (the progress display): a worker forked from here must not inherit a stream locked halfway
+# through a draw by a thread it does not have.
+FORK_LOCK = threading.Lock()
 
 
 def fork_from_here() -> None:

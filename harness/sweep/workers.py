@@ -202,7 +202,8 @@ class LocalWorkers:
         crash_log.parent.mkdir(parents=True, exist_ok=True)
         process = context.Process(target=_worker_main, args=(job, workers, str(crash_log), os.getpid()),
                                   daemon=True)
-        process.start()
+        with fork_server.FORK_LOCK:
+            process.start()
         workers.close()
         return _Running(process, ours, job, crash_log)
 

@@ -10,14 +10,21 @@ it afresh in its child, so an edited strategy is the one measured. What the serv
 import is checked before every command; if a file of it changed (an upgraded package), the
 server declines, the command runs without it, and the server starts again. A command runs
 without it too where its result could differ: an environment other than the server's
-(variables that libraries read at import), or ``--verbose`` (what libraries print at
-import belongs to the command).
+(variables that libraries read at import), another process context (CPU affinity,
+niceness, resource limits: ``taskset``, ``nice``, ``ulimit``), or ``--verbose`` (what
+libraries print at import belongs to the command). A cgroup is not compared (each terminal
+of a desktop session may have its own): a command that must run under a cgroup's limits
+(``systemd-run -p ...``) sets ``LAYOUTBENCH_NO_SERVER=1``.
 
 What the client and the server share is here; it imports nothing of layoutbench, since the
 server imports it.
 """
 
 import json
+import os
+import resource
+import stat
+from pathlib import Path
 
 # Variables a command may set differently from the server's: layoutbench's own (read by its
 # code, which every command imports afresh) and what a shell sets per command or terminal.
@@ -37,3 +44,27 @@ def environment_difference(ours: dict, theirs: dict) -> list[str]:
 def encode(message: dict) -> bytes:
     """One protocol message: a line of JSON."""
     return json.dumps(message).encode() + b"\n"
+
+
+def process_context() -> dict:
+    """What a process inherits besides its environment that can change what a command does
+    or how fast: CPU affinity, niceness, resource limits."""
+    limits = {name: list(resource.getrlimit(getattr(resource, name))) for name in dir(resource)
+              if name.startswith("RLIMIT_")}
+    return {"affinity": sorted(os.sched_getaffinity(0)), "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+            "limits": limits}
+
+
+def context_difference(ours: dict, theirs: dict) -> list[str]:
+    """What differs between two :func:`process_context`\ s."""
+    return sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+
+
+def private_folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot hold the socket (whoever can reach it runs commands as this
+    user), or None: it must be a directory, not a link, this user's, closed to others."""
+    status = os.lstat(folder)
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        return f"{folder} must be a directory of this user's, closed to others (chmod 700), not a link"
+    return None
+

@@ -7,17 +7,21 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness.warm import encode
+from harness.warm import encode, private_folder_problem, process_context
 from layoutkit.files import cache_root
 
-# Signals the client passes on to its command's child, which is not in the terminal's process group.
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGWINCH)
+# The command's child leads a process group of its own (its workers are in it), outside the
+# terminal's: what a terminal sends its foreground group the client passes on to that group;
+# a kill of the client, to the child alone, as it would have reached the command.
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGWINCH, signal.SIGTSTP, signal.SIGCONT)
 START_TIMEOUT = 300  # seconds: the scout and the preload import everything twice, on a loaded machine too
+ANSWER_TIMEOUT = 60  # seconds the server may take to start a command (it serves one request at a time)
 
 
 class Declined(Exception):
@@ -44,14 +48,28 @@ def server_files() -> tuple[Path, Path]:
 
 
 def _connect() -> socket.socket | None:
-    """A connection to this code's server, or None where none listens."""
+    """A connection to this code's server, or None where none listens. Raises
+    :class:`Declined` where the socket's folder or the process listening is not this user's."""
     path, _ = server_files()
+    try:
+        problem = private_folder_problem(path.parent)
+    except FileNotFoundError:
+        return None
+    if problem:
+        raise Declined(problem)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(str(path))
+        peer = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     except (FileNotFoundError, ConnectionRefusedError):
         connection.close()
         return None
+    except OSError as error:
+        connection.close()
+        raise Declined(f"{path} could not be reached ({error.strerror})") from None
+    if peer[1] != os.getuid():
+        connection.close()
+        raise Declined(f"{path} is served by another user's process {peer[0]}")
     return connection
 
 
@@ -110,33 +128,46 @@ def forward(entry: str, argv: list[str]) -> int | None:
     connection = _connect()
     if connection is None:
         return None
+    umask = os.umask(0)
+    os.umask(umask)
     request = {"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": cwd, "env": dict(os.environ),
-               "path": sys.path}
+               "path": sys.path, "context": process_context(), "umask": umask}
     with connection, connection.makefile("rb") as replies:
+        connection.settimeout(ANSWER_TIMEOUT)
         try:
             socket.send_fds(connection, [encode(request)], [0, 1, 2])
-        except OSError as error:  # a standard stream closed (EBADF): nothing to hand over
-            raise Declined(f"the command's standard streams could not be handed over ({error.strerror})") from None
-        first = json.loads(replies.readline() or b"{}")
+            first = json.loads(replies.readline() or b"{}")
+        except OSError as error:  # a closed standard stream (EBADF), a server stopping (reset), no answer
+            raise Declined(f"the command could not be handed over ({error})") from None
         if "declined" in first:
             raise Declined(first["declined"])
         if "pid" not in first:  # nothing ran: the command can run here
             raise Declined("the warm server did not start the command (its log says why)")
+        connection.settimeout(None)
         with _passing_signals_to(first["pid"]):
             last = replies.readline()
     if not last:
         raise ServerGone("the warm server ended while the command ran; its exit status is unknown")
     code = json.loads(last)["exit"]
-    return 128 - code if code < 0 else code  # killed by a signal: as a shell says it
+    if code < 0:  # the command was killed by a signal: so is this process, as a shell sees it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
 
 
 @contextlib.contextmanager
 def _passing_signals_to(pid: int):
     def pass_on(number, frame):
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, number)
+            if number == signal.SIGTERM:
+                os.kill(pid, number)
+                return
+            os.killpg(pid, number)
+            if number == signal.SIGTSTP:  # Ctrl-Z: the command stops, and so does this process
+                os.kill(os.getpid(), signal.SIGSTOP)
 
-    previous = {number: signal.signal(number, pass_on) for number in FORWARDED_SIGNALS}
+    previous = {number: signal.signal(number, pass_on) for number in (*TERMINAL_SIGNALS, signal.SIGTERM)}
     try:
         yield
     finally:

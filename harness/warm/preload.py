@@ -20,8 +20,12 @@ class ImportedFiles:
         self._seen: dict[str, tuple[int, int]] = {}
 
     def note(self) -> None:
-        for module in list(sys.modules.values()):
-            path = getattr(module, "__file__", None)
+        """Note the files of the modules imported so far, and the shared libraries mapped
+        (libtorch and the like are loaded by extension modules, not imported)."""
+        paths = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
+        with open("/proc/self/maps") as maps:
+            paths += [line.split(maxsplit=5)[-1].strip() for line in maps if ".so" in line]
+        for path in paths:
             if path and path not in self._seen and os.path.isabs(path) and os.path.isfile(path):
                 stat = os.stat(path)  # (a module made at run time may name a file that is not there)
                 self._seen[path] = (stat.st_mtime_ns, stat.st_size)

@@ -11,6 +11,7 @@ terminal would; a command's child ends with the server (PR_SET_PDEATHSIG).
 """
 
 import argparse
+import atexit
 import contextlib
 import ctypes
 import fcntl
@@ -18,6 +19,7 @@ import importlib
 import io
 import json
 import os
+import random
 import selectors
 import signal
 import socket
@@ -26,7 +28,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.warm import encode, environment_difference
+from harness.warm import context_difference, encode, environment_difference, private_folder_problem, process_context
 from harness.warm.preload import ImportedFiles, ours, preload, scout
 
 REQUEST_TIMEOUT = 10  # seconds a connected client may take to send its request
@@ -34,35 +36,43 @@ MAX_REQUEST = 1 << 22
 _PR_SET_PDEATHSIG = 1
 
 
-def _std_streams() -> None:
+def _std_streams(unbuffered: bool) -> None:
     """New standard streams on fds 0-2 (the command's), buffered as Python buffers them
-    for what those fds are now (a terminal's stdout by line)."""
+    for what those fds are now (a terminal's stdout by line; none with PYTHONUNBUFFERED)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         old = getattr(sys, name)
-        mode = "rb" if fd == 0 else "wb"
+        binary = io.open(fd, "rb", closefd=False) if fd == 0 else io.open(fd, "wb", closefd=False,
+                                                                          buffering=0 if unbuffered else -1)
         line_buffering = fd == 2 or (fd == 1 and os.isatty(1))
-        stream = io.TextIOWrapper(io.open(fd, mode, closefd=False), encoding=old.encoding, errors=old.errors,
-                                  line_buffering=line_buffering)
+        stream = io.TextIOWrapper(binary, encoding=old.encoding, errors=old.errors, line_buffering=line_buffering,
+                                  write_through=unbuffered and fd > 0)
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
 
 
-def _run_command(request: dict, fds: list[int]) -> int:
-    """In the command's child: become the client's process, then run its entry function."""
+def _run_command(request: dict, fds: list[int], server_pid: int) -> int:
+    """In the command's child: become the client's process (its streams, directory,
+    environment, umask; a process group of its own, the client's signals reach), run its
+    entry function, then what the interpreter runs at exit."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != server_pid:  # the server ended before the line above
+        return 1
+    os.setpgid(0, 0)
     for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
         os.close(fd)
-    _std_streams()
+    _std_streams(bool(request["env"].get("PYTHONUNBUFFERED")))
     try:  # from here on what goes wrong is said on the command's stderr
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        os.umask(request["umask"])
         sys.path[:] = request["path"]
         sys.argv = [request["argv0"], *request["argv"]]
+        _fresh_random_state()
         module, function = request["entry"].split(":")
         code = getattr(importlib.import_module(module), function)(request["argv"])
     except SystemExit as ended:
@@ -73,24 +83,33 @@ def _run_command(request: dict, fds: list[int]) -> int:
     except BaseException:
         traceback.print_exc()
         code = 1
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     return code or 0
 
 
+def _fresh_random_state() -> None:
+    """Random generators seeded anew, as in a new process (not the server's state, shared by every command)."""
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+
+
 class _Command:
     """A connection and the command it asked for."""
 
-    def __init__(self, connection: socket.socket):
-        self.connection = connection
-        self.pid: int | None = None
-        self.pidfd: int | None = None
+    def __init__(self, connection: socket.socket, pid: int, pidfd: int):
+        self.connection, self.pid, self.pidfd = connection, pid, pidfd
         self.ended_by_client = False
+        self.done = False
 
 
 class WarmServer:
-    def __init__(self, path: Path, idle_seconds: float, environment: dict):
+    def __init__(self, path: Path, idle_seconds: float, environment: dict, lock_fd: int):
         self.path, self.idle_seconds, self.environment = path, idle_seconds, environment
+        self.context = json.loads(json.dumps(process_context()))  # as a request carries it
+        self.lock_fd = lock_fd  # held for the server's life; not a command's
         self.started = time.time()
         self.last_active = time.monotonic()
         self.served = 0
@@ -112,7 +131,10 @@ class WarmServer:
         """Serve until stopped, idle too long, or stale; why it ended."""
         while True:
             for key, _ in self.selector.select(timeout=1.0):
-                key.data(key.fileobj)
+                try:
+                    key.data(key.fileobj)
+                except Exception:  # one connection's trouble (EMFILE, a bad request) must not end the rest
+                    traceback.print_exc()
             if self.commands:
                 continue
             if self.leaving:
@@ -150,14 +172,17 @@ class WarmServer:
     @staticmethod
     def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
         data, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, 3)
-        while not data.endswith(b"\n"):
-            more = connection.recv(MAX_REQUEST)
-            if not more or len(data) > MAX_REQUEST:
-                for fd in fds:
-                    os.close(fd)
-                raise ValueError("incomplete request")
-            data += more
-        return json.loads(data), list(fds)
+        try:
+            while not data.endswith(b"\n"):
+                more = connection.recv(MAX_REQUEST)
+                if not more or len(data) > MAX_REQUEST:
+                    raise ValueError("incomplete request")
+                data += more
+            return json.loads(data), list(fds)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
 
     def _answer(self, connection: socket.socket, request: dict, fds: list[int]) -> None:
         if "status" in request:
@@ -184,15 +209,17 @@ class WarmServer:
             self.leaving = "restart"
             self._stop_listening()
             return f"{changed} changed since the server imported it; it starts again"
-        differ = environment_difference(self.environment, request["env"])
-        if differ:
-            shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
-            return f"the environment differs from the server's ({shown}); `layoutbench serve --stop` and serve again"
+        for what, differ in (("environment", environment_difference(self.environment, request["env"])),
+                             ("process context", context_difference(self.context, request["context"]))):
+            if differ:
+                shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
+                return f"the {what} differs from the server's ({shown}); `layoutbench serve --stop` and serve again"
         return None
 
     def _fork(self, connection: socket.socket, request: dict, fds: list[int]) -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        server_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -202,13 +229,20 @@ class WarmServer:
                     self.listener.close()
                 for command in self.commands.values():
                     command.connection.close()
+                    os.close(command.pidfd)
+                os.close(self.lock_fd)
                 connection.close()
-                code = _run_command(request, fds)
+                code = _run_command(request, fds, server_pid)
             finally:
                 os._exit(code if isinstance(code, int) else 1)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:  # (out of descriptors) a command the server cannot follow must not run
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
         self.served += 1
-        command = _Command(connection)
-        command.pid, command.pidfd = pid, os.pidfd_open(pid)
+        command = _Command(connection, pid, pidfd)
         self.commands[connection.fileno()] = command
         self.selector.register(connection, selectors.EVENT_READ, lambda _: self._client_input(command))
         self.selector.register(command.pidfd, selectors.EVENT_READ, lambda _: self._ended(command))
@@ -217,6 +251,8 @@ class WarmServer:
         connection.setblocking(False)
 
     def _client_input(self, command: _Command) -> None:
+        if command.done:  # ended in the same round of events
+            return
         try:
             data = command.connection.recv(4096)
         except BlockingIOError:
@@ -229,6 +265,7 @@ class WarmServer:
             os.kill(command.pid, signal.SIGTERM)
 
     def _ended(self, command: _Command) -> None:
+        command.done = True
         _, status = os.waitpid(command.pid, 0)
         self.selector.unregister(command.pidfd)
         os.close(command.pidfd)
@@ -260,10 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     # As a quiet command sets it before torch reads it at import (--verbose commands run cold).
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     args.socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    folder = args.socket.parent.stat()
-    if folder.st_uid != os.getuid() or folder.st_mode & 0o077:  # whoever can connect runs commands as us
-        print(f"warm server: {args.socket.parent} must be the user's own and closed to others (chmod 700)",
-              file=sys.stderr)
+    problem = private_folder_problem(args.socket.parent)  # whoever can connect runs commands as this user
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError as error:  # the server follows its commands through pidfds (Linux 5.3)
+        problem = f"pidfd_open is not available here ({error.strerror})"
+    if problem:
+        print(f"warm server: {problem}", file=sys.stderr)
         return 2
     with open(args.socket.with_suffix(".lock"), "w") as lock:
         try:
@@ -271,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         except BlockingIOError:
             print("warm server: another one serves this socket", file=sys.stderr)
             return 0
-        server = WarmServer(args.socket, args.idle_minutes * 60, environment)
+        server = WarmServer(args.socket, args.idle_minutes * 60, environment, lock.fileno())
         start = time.monotonic()
         server.start(scout())
         print(f"warm server: {len(server.files)} module files imported in {time.monotonic() - start:.1f} s; "
