@@ -21,7 +21,6 @@ the change cannot reach is the same in both.
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from asv import util as asv_util
 from asv.machine import Machine
 from asv.results import iter_results_for_machine_and_hash
 
-from layoutkit.files import cache_root
+from .helpers.caches import link_user_caches
 
 REPO = Path(__file__).resolve().parents[1]
 ASV = Path(sys.executable).parent / "asv"
@@ -128,8 +127,7 @@ def test_asv_run_of_a_one_strategy_commit_with_warm_caches(benchmark, tmp_path):
     config = _config(clone, work)
     _asv(config, clone, tmp_path / "discovery-cache", "machine", "--yes")
     _asv(config, clone, tmp_path / "discovery-cache", "run", "--bench", "just-discover", f"{parent}^!")
-    if (cache_root() / "vgf-host").exists():
-        shutil.copytree(cache_root() / "vgf-host", cache / "vgf-host", symlinks=True, copy_function=os.link)
+    link_user_caches(cache, "vgf-host")
     cold = _asv(config, clone, cache, "run", "--quick", "--show-stderr", f"{parent}^!")
     warm = benchmark.pedantic(_asv, (config, clone, cache, "run", "--quick", "--show-stderr", f"{child}^!"),
                               rounds=1, iterations=1)

@@ -15,7 +15,6 @@ preprocess, ``finish_seconds``) and how much is outside it (serialization of the
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from layoutkit.files import cache_root
 from strategies.gpu_costs import COSTS_ENV
+
+from .helpers.caches import link_user_caches
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 
@@ -52,8 +52,7 @@ def test_quick_zoo_with_a_cold_and_a_warm_prefix_cache(benchmark, tmp_path):
     if benchmark.disabled:
         pytest.skip("a benchmark: run it with --benchmark-enable (make bench-cache)")
     cache = tmp_path / "cache"
-    if (cache_root() / "exports").exists():  # linked, not copied: gigabytes written would load both halves
-        shutil.copytree(cache_root() / "exports", cache / "exports", copy_function=os.link)
+    link_user_caches(cache, "exports")
     cold = _sweep(tmp_path / "cold", cache)
     warm = benchmark.pedantic(_sweep, (tmp_path / "warm", cache), rounds=1, iterations=1)
     summary = {half: {k: round(v, 3) for k, v in run.items() if k != "records"}

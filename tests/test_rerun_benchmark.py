@@ -13,7 +13,6 @@ its server is its own); a run skipped without ``--benchmark-enable``, as every b
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -22,8 +21,9 @@ from pathlib import Path
 import pytest
 
 import strategies
-from layoutkit.files import cache_root
 from strategies.gpu_costs import COSTS_ENV
+
+from .helpers.caches import link_user_caches
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 EDITED = "from strategies.dfs_upstream import DfsUpstream\n\n\nclass Edited(DfsUpstream):\n    pass\n"
@@ -42,9 +42,7 @@ def test_rerun_after_editing_one_strategy(benchmark, tmp_path):
     if benchmark.disabled:
         pytest.skip("a benchmark: run it with --benchmark-enable (make bench-rerun)")
     cache = tmp_path / "cache"
-    for kind in ("exports", "prefixes"):  # linked, not copied
-        if (cache_root() / kind).exists():
-            shutil.copytree(cache_root() / kind, cache / kind, copy_function=os.link)
+    link_user_caches(cache, "exports", "prefixes")
     skip = (COSTS_ENV, "LAYOUTBENCH_NO_SERVER")
     environment = {k: v for k, v in os.environ.items() if k not in skip} | {"LAYOUTBENCH_CACHE_DIR": str(cache)}
     cold_environment = {**environment, "LAYOUTBENCH_NO_SERVER": "1"}

@@ -8,7 +8,6 @@ import threading
 from harness.commands import PROGRAM
 from harness.sweep.fork_server import FORK_LOCK
 
-
 REDRAW_SECONDS = 0.1
 
 

@@ -32,13 +32,15 @@ PER_COMMAND_VARIABLES = ("PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES")
 PER_COMMAND_PREFIX = "LAYOUTBENCH_"
 
 
+def differences(ours: dict, theirs: dict) -> list[str]:
+    """The keys whose values differ between two dicts (a key only one has among them)."""
+    return sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+
+
 def environment_difference(ours: dict, theirs: dict) -> list[str]:
     """The variables, other than per-command ones, set differently in two environments."""
-    def relevant(name: str) -> bool:
-        return name not in PER_COMMAND_VARIABLES and not name.startswith(PER_COMMAND_PREFIX)
-
-    names = {n for n in ours.keys() | theirs.keys() if relevant(n)}
-    return sorted(n for n in names if ours.get(n) != theirs.get(n))
+    return [name for name in differences(ours, theirs)
+            if name not in PER_COMMAND_VARIABLES and not name.startswith(PER_COMMAND_PREFIX)]
 
 
 def encode(message: dict) -> bytes:
@@ -55,10 +57,6 @@ def process_context() -> dict:
             "limits": limits}
 
 
-def context_difference(ours: dict, theirs: dict) -> list[str]:
-    """What differs between two :func:`process_context`\ s."""
-    return sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
-
 
 def private_folder_problem(folder: Path) -> str | None:
     """Why ``folder`` cannot hold the socket (whoever can reach it runs commands as this
@@ -67,4 +65,3 @@ def private_folder_problem(folder: Path) -> str | None:
     if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
         return f"{folder} must be a directory of this user's, closed to others (chmod 700), not a link"
     return None
-

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.results.provenance import REPO_ROOT
 from harness.warm import encode, private_folder_problem, process_context
 from layoutkit.files import cache_root
 
@@ -32,16 +33,11 @@ class ServerGone(Exception):
     """The server ended while the command ran, so its exit status is unknown."""
 
 
-def code_location() -> Path:
-    """The folder the running layoutbench's packages are imported from."""
-    return Path(__file__).resolve().parents[2]
-
-
 def server_files() -> tuple[Path, Path]:
     """The socket of the warm server for this Python, this layoutbench code and this cache,
     and its log (in the cache). The socket lives in a short folder of the user's own: a
     Unix socket's path is limited to about 100 bytes."""
-    identity = [os.path.realpath(sys.executable), str(code_location()), str(cache_root().resolve())]
+    identity = [os.path.realpath(sys.executable), str(REPO_ROOT), str(cache_root().resolve())]
     digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     runtime = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/layoutbench-{os.getuid()}")
     return runtime / f"warm-{digest}.sock", cache_root() / "warm" / f"{digest}.log"
@@ -102,7 +98,7 @@ def start(environment: dict, idle_minutes: float) -> dict:
     with open(log, "a") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "harness.warm.server", str(path), "--idle-minutes", f"{idle_minutes:g}"],
-            stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=environment, cwd=code_location(),
+            stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=environment, cwd=REPO_ROOT,
             start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:

@@ -28,11 +28,12 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.warm import context_difference, encode, environment_difference, private_folder_problem, process_context
+from harness.warm import differences, encode, environment_difference, private_folder_problem, process_context
 from harness.warm.preload import ImportedFiles, ours, preload, scout
 
 REQUEST_TIMEOUT = 10  # seconds a connected client may take to send its request
 MAX_REQUEST = 1 << 22
+READ_BYTES = 1 << 16  # a request (its environment, mostly) is read in pieces of this, up to MAX_REQUEST
 _PR_SET_PDEATHSIG = 1
 
 
@@ -171,10 +172,10 @@ class WarmServer:
 
     @staticmethod
     def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
-        data, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, 3)
+        data, fds, _, _ = socket.recv_fds(connection, READ_BYTES, 3)
         try:
             while not data.endswith(b"\n"):
-                more = connection.recv(MAX_REQUEST)
+                more = connection.recv(READ_BYTES)
                 if not more or len(data) > MAX_REQUEST:
                     raise ValueError("incomplete request")
                 data += more
@@ -210,7 +211,7 @@ class WarmServer:
             self._stop_listening()
             return f"{changed} changed since the server imported it; it starts again"
         for what, differ in (("environment", environment_difference(self.environment, request["env"])),
-                             ("process context", context_difference(self.context, request["context"]))):
+                             ("process context", differences(self.context, request["context"]))):
             if differ:
                 shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
                 return f"the {what} differs from the server's ({shown}); `layoutbench serve --stop` and serve again"
