@@ -1,18 +1,44 @@
-"""Shared set-up: library chatter off; models are exported and lowered once per session
-through ``harness.pipeline.model.pipeline``; a cost table in force, so that every strategy,
-ilp-time included, lowers wherever the tests lower them all."""
+"""Shared set-up: a cache of the suite's own; library chatter off; models are exported and
+lowered once per session through ``harness.pipeline.model.pipeline``; a cost table in force,
+so that every strategy, ilp-time included, lowers wherever the tests lower them all.
+
+The suite never reads or writes the user's cache as it is: ``$LAYOUTBENCH_CACHE_DIR`` is a new
+directory per session. The kinds whose entries are keyed by everything they depend on
+(exports, prefixes) are the user's, linked (a warm machine runs the suite faster, with the
+same results); the tools (a built runtime, the VGF host runtime, the dashboard's scripts) are
+linked where the user has them, and a test that needs one skips, saying why, where it is
+missing. Records and everything else start empty, so a pass means the same on a new machine."""
 
 import json
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
-from harness import quiet
+import pytest
+
+from layoutkit.files import cache_root
+
+SHARED_KINDS = ("exports", "prefixes")  # entries keyed by all they depend on: never stale, never another answer
+TOOL_KINDS = ("runtime", "vgf-host", "npm")
+_user_cache = cache_root()
+_suite_cache = Path(tempfile.mkdtemp(prefix="layoutbench-test-cache-"))
+for _kind in SHARED_KINDS + TOOL_KINDS:
+    if _kind in SHARED_KINDS:
+        (_user_cache / _kind).mkdir(parents=True, exist_ok=True)
+    if (_user_cache / _kind).is_dir():
+        (_suite_cache / _kind).symlink_to((_user_cache / _kind).resolve())
+os.environ["LAYOUTBENCH_CACHE_DIR"] = str(_suite_cache)
+
+from harness import quiet  # noqa: E402
 
 quiet.apply(verbose=False)  # here and in every worker process the tests start
 # The commands the tests start run here, not in a developer's warm server (tests/test_warm_server.py starts its own).
 os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 
 import models  # noqa: E402
+from harness.cache import KINDS  # noqa: E402
+from harness.targets.vulkan import runners  # noqa: E402
 from strategies.gpu_costs import COSTS_ENV, CostTable, LinearCost  # noqa: E402
 
 QUICK_ZOO = models.list_models(zoo="quick")
@@ -24,3 +50,22 @@ _table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transition
 with open(_table, "w") as _file:
     json.dump(TRANSITIONS_ONLY.to_json(), _file)
 os.environ[COSTS_ENV] = _table
+
+
+@pytest.fixture
+def no_runtime(monkeypatch, tmp_path_factory):
+    """No runner in the environment, on PATH or in the cache, as on a new machine: the cache is
+    the suite's seen through links, all but its runtime/ folder."""
+    monkeypatch.delenv(runners.RUNNER_ENV, raising=False)
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / runners.RUNNER_NAME).exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    without_runtime = tmp_path_factory.mktemp("cache-without-runtime")
+    for kind in KINDS:
+        if kind != "runtime" and (cache_root() / kind).exists():
+            (without_runtime / kind).symlink_to(cache_root() / kind)
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(without_runtime))
+    assert "VulkanBackend" not in runners.pybindings_backends(), "this test needs a machine without ET-VK"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_suite_cache, ignore_errors=True)  # the links only, not what they point to

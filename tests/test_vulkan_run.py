@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.cache import KINDS
 from harness.targets.vulkan import runners
 from harness.results.store import RecordStore
 from harness.sweep.planning import run_sweep
@@ -79,21 +78,6 @@ def xnnpack_program(tmp_path_factory):
     path = tmp_path_factory.mktemp("xnnpack") / "synthetic_small.pte"
     path.write_bytes(program.buffer)
     return path, exported
-
-
-@pytest.fixture
-def no_runtime(monkeypatch, tmp_path_factory):
-    """No runner in the environment, on PATH or in the cache: the cache is this machine's
-    (warm exports and lowerings) seen through links, all but its runtime/ folder."""
-    monkeypatch.delenv(runners.RUNNER_ENV, raising=False)
-    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / runners.RUNNER_NAME).exists()]
-    monkeypatch.setenv("PATH", os.pathsep.join(path))
-    without_runtime = tmp_path_factory.mktemp("cache-without-runtime")
-    for kind in KINDS:
-        if kind != "runtime" and (cache_root() / kind).exists():
-            (without_runtime / kind).symlink_to(cache_root() / kind)
-    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(without_runtime))
-    assert "VulkanBackend" not in runners.pybindings_backends(), "this test needs a machine without ET-VK"
 
 
 def test_without_a_runtime_records_are_skipped_with_the_reason(tmp_path, capsys, no_runtime):
