@@ -24,7 +24,6 @@ from harness.targets import MeasureContext
 from harness.targets.accuracy import flat_outputs
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
-from layoutkit.files import cache_root
 
 from harness.targets.vulkan.remote_runner import etdump_paths
 
