@@ -110,3 +110,28 @@ def synthetic_small() -> ModelSpec:
 @register_model(zoos=("full",))
 def synthetic_large() -> ModelSpec:
     return synthetic_spec(1000, seed=1)
+
+
+class PartitionedGraph(nn.Module):
+    """Synthetic graphs in a row, joined by ``cumsum``, which ET-VK does not take: each graph
+    is a Vulkan partition of its own, with a CPU operator between two."""
+
+    def __init__(self, graphs: list[SyntheticGraph]):
+        super().__init__()
+        self.graphs = nn.ModuleList(graphs)
+
+    def forward(self, x: torch.Tensor):
+        for index, graph in enumerate(self.graphs):
+            if index:
+                x = torch.cumsum(x, dim=1)
+            x = sum(graph(x))
+        return x
+
+
+@register_model(zoos=("full",))
+def synthetic_partitioned() -> ModelSpec:
+    """Three synthetic graphs of 12 ops as three Vulkan partitions, CPU operators between them."""
+    torch.manual_seed(2)
+    graphs = [SyntheticGraph(*make_recipe(12, seed)) for seed in (2, 3, 4)]
+    example = torch.randn(1, WIDTH, WIDTH, WIDTH, generator=torch.Generator().manual_seed(2))
+    return ModelSpec("synthetic_partitioned", PartitionedGraph(graphs).eval(), (example,))

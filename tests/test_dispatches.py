@@ -2,8 +2,9 @@
 the cost table), and the runtime's own per-inference latency and load time.
 
 ``tests/data/etvk/`` holds two real ETDumps of synthetic_small (bfs-downstream and
-all-width-packed), written by an ET-VK executor_runner on Mesa's lavapipe with three
-inferences each, and the node maps vulkan-run wrote beside them.
+all-width-packed) and one of synthetic_partitioned (bfs-downstream: three Vulkan partitions,
+a CPU operator between two), written by an ET-VK executor_runner on Mesa's lavapipe with
+three inferences each, and the node maps vulkan-run wrote beside them.
 """
 
 import json
@@ -23,15 +24,63 @@ from harness.targets.vulkan.prefix import vulkan_lowering
 from harness.targets.vulkan.remote_import import import_remote
 from harness.results.store import RecordStore, make_record
 from harness.targets.vulkan import latency, metrics
-from harness.targets.vulkan.dispatches import STAGING, gpu_summary, node_map, read_dispatches
+from harness.targets.vulkan.dispatches import (
+    STAGING,
+    STAGING_KERNELS,
+    attributed_gpu_fields,
+    gpu_summary,
+    node_map,
+    read_dispatches,
+)
 from harness.results.results_dir import ResultsDir
 
 DATA = Path(__file__).parent / "data" / "etvk"
 RECORDED = ("bfs-downstream", "all-width-packed")
+PARTITIONED = "partitioned-bfs-downstream"  # synthetic_partitioned's program
 
 
 def recorded(strategy: str) -> pd.DataFrame:
     return read_dispatches(DATA / f"{strategy}.etdump", json.loads((DATA / f"{strategy}.nodes.json").read_text()))
+
+
+def test_the_node_map_of_the_recorded_partitioned_program_is_what_lowering_gives_today():
+    lowered = vulkan_lowering(pipeline("synthetic_partitioned")).lower(strategies.get_strategy("bfs-downstream"))
+    assert node_map(lowered) == json.loads((DATA / f"{PARTITIONED}.nodes.json").read_text())
+
+
+def test_the_dispatches_of_each_partition_are_its_nodes_and_copies():
+    """ET-VK names a dispatch with the operator last built in its process, so the copies of a
+    partition's inputs carry the previous partition's last operator and its output copy its
+    own last operator: those are copies, and every operator node is its own partition's."""
+    nodes = json.loads((DATA / f"{PARTITIONED}.nodes.json").read_text())["partitions"]
+    frame = recorded(PARTITIONED)
+    assert len(nodes) == 3 and sorted(frame["partition"].unique()) == [p["partition"] for p in nodes]
+    staging = frame[frame["operator"] == STAGING]
+    assert staging["kernel"].str.startswith(STAGING_KERNELS).all()
+    assert staging.groupby("partition").size().tolist() == [2, 2, 2]  # one input and one output each
+    operators = frame[frame["operator"] != STAGING]
+    assert not operators["kernel"].str.startswith(STAGING_KERNELS).any()
+    for partition in nodes:
+        ran = operators[operators["partition"] == partition["partition"]]
+        expected = {i for i, node in enumerate(partition["nodes"]) if node["operator"] != "et_vk.prepack.default"}
+        assert set(ran["node_id"]) == expected
+        assert (ran["operator"] == [partition["nodes"][i]["operator"] for i in ran["node_id"].astype(int)]).all()
+    assert frame["transition"].sum() == 7
+
+
+def test_the_output_copy_of_a_one_partition_program_is_no_node_s():
+    frame = recorded("bfs-downstream")
+    staging = frame[frame["operator"] == STAGING]
+    assert staging["kernel"].str.startswith("image_to_nchw").sum() == len(staging) - 1 > 0
+
+
+def test_dispatches_that_cannot_be_attributed_leave_the_gpu_time_unknown_and_say_why():
+    fields = attributed_gpu_fields(DATA / "bfs-downstream.etdump",
+                                   json.loads((DATA / f"{PARTITIONED}.nodes.json").read_text()))
+    assert fields["gpu_dispatch_ms"] is None and fields["staging_gpu_ms"] is None
+    assert "is it this program's ETDump?" in fields["attribution_error"]
+    assert attributed_gpu_fields(DATA / "bfs-downstream.etdump",
+                                 json.loads((DATA / "bfs-downstream.nodes.json").read_text()))["attribution_error"] is None
 
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())

@@ -81,3 +81,67 @@ def test_processes_each_keep_their_etdump_where_the_runner_writes_one(tmp_path):
     latencies, _, etdumps = run_timed(without, tmp_path, warmup=2, iterations=5, repeats=3, processes=3)
     assert counts == [7, 1, 6, 1, 6, 1, 6] and not etdumps  # the first process was the warm-up
     assert latencies == pytest.approx([(0.3 - 0.1) / 5 * 1000] * 3)
+
+
+def _program(tmp_path, name: str, strategy: str = "bfs-downstream") -> Path:
+    """A Vulkan program of ``name`` with its inputs, where vulkan-run leaves them."""
+    import strategies
+    from harness.pipeline.model import pipeline
+    from harness.targets.vulkan.prefix import vulkan_lowering
+    from harness.targets.vulkan.targets import write_program
+
+    model = pipeline(name)
+    lowered = vulkan_lowering(model).lower(strategies.get_strategy(strategy))
+    return write_program(tmp_path / "results" / "programs" / name / f"{strategy}.pte", lowered, lowered.to_pte(),
+                         model.exported.example_inputs[0])
+
+
+def test_a_program_travels_without_its_weights_and_gets_random_ones_back(tmp_path):
+    from harness.targets.vulkan.weightless import REFILLED_TYPES, refill, strip
+
+    original = _program(tmp_path, "synthetic_small").read_bytes()
+    stripped, manifest = strip(original)
+    weights = sum(region["size"] for region in manifest)
+    assert len(stripped) == len(original) and weights > len(original) / 3
+    assert {region["dtype"] for region in manifest} == {"FLOAT32"}
+    outside = bytearray(original)
+    for region in manifest:
+        start, end = region["offset"], region["offset"] + region["size"]
+        assert stripped[start:end] == bytes(region["size"])
+        outside[start:end] = bytes(region["size"])
+    assert stripped == bytes(outside) != original  # nothing but the weights changed
+    refilled = bytearray(stripped)
+    refill(refilled, manifest)
+    for region in manifest:
+        values = memoryview(refilled)[region["offset"]:region["offset"] + region["size"]].cast("f")
+        assert len(set(values)) > min(100, len(values) // 2) and max(map(abs, values)) < 1
+    assert set(REFILLED_TYPES) >= {"FLOAT32", "FLOAT16", "INT8"}
+
+
+def test_an_int8_program_keeps_its_other_constants(tmp_path):
+    from harness.targets.vulkan.weightless import strip
+
+    _, manifest = strip(_program(tmp_path, "synthetic_small.int8").read_bytes())
+    assert {"INT8", "FLOAT32"} >= {region["dtype"] for region in manifest} >= {"INT8"}
+
+
+def test_packed_programs_run_remotely_with_their_weights_refilled(tmp_path):
+    """A pack holds each program stripped, its manifest, and one copy of identical inputs;
+    remote_runner.py runs the programs with their weights filled again."""
+    from harness.targets.vulkan.remote_runner import _with_weights
+    from harness.targets.vulkan.weightless import MANIFEST_SUFFIX, pack
+
+    first = _program(tmp_path, "synthetic_small")
+    _program(tmp_path, "synthetic_small", "all-width-packed")
+    assert pack(tmp_path / "results", tmp_path / "pack.tar.xz") == 2
+    with tarfile.open(tmp_path / "pack.tar.xz") as archive:
+        members = {m.name: m for m in archive.getmembers()}
+        archive.extractall(tmp_path / "remote", filter="data")
+    inputs = [m for m in members.values() if ".inputs/" in m.name]
+    assert len(inputs) == 2 and sum(m.islnk() for m in inputs) == 1
+    assert (tmp_path / "pack.tar.xz").stat().st_size < first.stat().st_size / 2
+    remote = tmp_path / "remote" / "programs" / "synthetic_small" / "bfs-downstream.pte"
+    assert remote.with_name("bfs-downstream" + MANIFEST_SUFFIX).exists()
+    runnable = _with_weights(remote, tmp_path)
+    assert runnable != remote and runnable.stat().st_size == first.stat().st_size
+    assert _with_weights(first, tmp_path) == first  # sent with its weights: run as it is

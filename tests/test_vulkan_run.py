@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import strategies
 from harness import cli
 from harness.targets.vulkan import runners
 from harness.results.store import RecordStore
@@ -289,6 +290,26 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
         pte = tmp_path / "remote" / "programs" / "synthetic_small" / f"{record['strategy']}.pte"
         assert_latency_is_the_timed_events_median(record, pte, runners.RunSettings(warmup=1, iterations=2,
                                                                                    processes=2))
+
+
+def test_real_runtime_runs_every_strategy_on_a_model_of_several_partitions(tmp_path, real_runner, capsys):
+    """Three Vulkan partitions with CPU operators between them: every built-in strategy's
+    program runs, with its latency and its GPU time attributed to the nodes of each partition."""
+    from harness.targets.vulkan.targets import program_dispatches
+
+    code = cli.main(["run", "--models", "synthetic_partitioned", "--strategies", "all", "--target", "vulkan-run",
+                     "--out", str(tmp_path), "--iterations", "1", "--processes", "1", "--format", "json"])
+    records = json.loads(capsys.readouterr().out)
+    assert code == 0 and {r["strategy"] for r in records} == set(strategies.list_strategies())
+    for record in records:
+        assert record["status"] == "ok", record["reason"]
+        assert (record["partitions"], record["ops_outside_delegate"]) == (3, 2)
+        assert record["latency_ms_median"] > 0 and record["attribution_error"] is None
+        assert record["gpu_dispatch_ms"] > record["staging_gpu_ms"] > 0
+        dispatches = program_dispatches(tmp_path / "programs" / "synthetic_partitioned" / f"{record['strategy']}.pte")
+        assert sorted(dispatches["partition"].unique()) == [0, 1, 2]
+        transitions = dispatches.loc[dispatches["transition"], ["partition", "node"]]
+        assert len(transitions.drop_duplicates()) == record["transitions"]
 
 
 def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):

@@ -25,12 +25,18 @@ import torch
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.metrics import is_transition
 from strategies.gpu_costs import graph_digest
+from strategies.node_signature import signature
 from strategies.representations import first_repr, node_values, op_name, repr_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
 STAGING = "staging"  # ET-VK's copies of inputs and outputs between the caller and the delegate
+# The shaders of those copies (ComputeGraph's input and output staging; StagingUtils.cpp).
+# ET-VK names a dispatch with the operator last built in the process, so a copy carries the
+# operator before it: the last of its own graph (outputs), or of the graph built before (inputs).
+STAGING_KERNELS = ("nchw_to_image", "nchw_to_buffer", "nchw_to_bitw8_image", "image_to_nchw", "buffer_to_nchw",
+                   "bitw8_image_to_nchw")
 DISPATCH_COLUMNS = ("partition", "graph", "node_id", "node", "operator", "kernel", "transition", "inputs", "output",
                     "elements", "bytes", "gpu_ms")
 
@@ -80,6 +86,7 @@ def node_map(lowered: LoweredProgram) -> dict:
                 "output": repr_name(output) if output is not None else None,
                 "elements": _elements(node),
                 "bytes": _bytes(node),
+                "signature": signature(node),
             })
         graph = graph_digest(lowered.lowering.prefixes[index].program.graph_module)
         partitions.append({"partition": index, "graph": graph, "nodes": nodes})
@@ -119,7 +126,7 @@ have no node: their operator is ``staging``."""
         partition = nodes["partitions"][call]
         row = {"partition": partition["partition"], "graph": partition.get("graph"), "kernel": dispatch["kernel_name"],
                "transition": False, "gpu_ms": float(statistics.median(times))}
-        if "operator" not in dispatch:
+        if "operator" not in dispatch or dispatch["kernel_name"].startswith(STAGING_KERNELS):
             # Copies between the caller's tensors and the delegate's, in and out: no node's.
             rows.append({**row, "node_id": None, "node": dispatch["kernel_name"], "operator": STAGING,
                          "inputs": "", "output": None, "elements": 0, "bytes": 0})
@@ -133,6 +140,19 @@ have no node: their operator is ``staging``."""
                      "transition": node["transition"], "inputs": ", ".join(node["inputs"]),
                      "output": node["output"], "elements": node["elements"], "bytes": node.get("bytes")})
     return pd.DataFrame(rows, columns=list(DISPATCH_COLUMNS))
+
+
+GPU_FIELDS = ("gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share", "staging_gpu_ms")
+
+
+def attributed_gpu_fields(etdump: Path, nodes: dict) -> dict:
+    """:func:`gpu_summary` of an ETDump's dispatches; where they cannot be attributed to the
+    program's nodes, no GPU time and ``attribution_error`` saying why (the run's latency,
+    read from the same ETDump's events, stands)."""
+    try:
+        return {**gpu_summary(read_dispatches(etdump, nodes)), "attribution_error": None}
+    except ValueError as error:
+        return {**dict.fromkeys(GPU_FIELDS), "attribution_error": str(error)}
 
 
 def gpu_summary(frame: "pd.DataFrame") -> dict:

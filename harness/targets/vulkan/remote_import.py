@@ -18,13 +18,13 @@ from harness.errors import UsageError
 from harness.results.provenance import identity_fields
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import gpu_summary, prediction_error
+from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error
 from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
 from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY, etdump_paths
-from harness.targets.vulkan.targets import program_dispatches
+from harness.targets.vulkan.targets import read_node_map
 
-RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance",
-              "gpu_dispatch_ms", "transition_gpu_ms", "transition_time_share", "staging_gpu_ms", "prediction_error")
+RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance", *GPU_FIELDS,
+              "attribution_error", "prediction_error")
 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
@@ -46,7 +46,7 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
                   peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
                   run_note=f"run on {summary['machine']} ({summary['device']}) by remote_runner.py; outputs not compared")
     if run["etdump"]:
-        fields.update(gpu_summary(program_dispatches(pte)))
+        fields.update(attributed_gpu_fields(ResultsDir.beside(pte, "etdump"), read_node_map(pte)))
         fields["prediction_error"] = prediction_error(fields)
     return fields
 

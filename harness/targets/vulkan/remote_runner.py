@@ -7,7 +7,8 @@ ExecuTorch, e.g. a GPU box reached through a job system::
     python3 harness/targets/vulkan/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--processes 3]
 
 It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
-them: each .pte with its inputs, ``.inputs/input-N.bin``) in ``--processes`` runner
+them: each .pte with its inputs, ``.inputs/input-N.bin``; a program sent without its
+weights, :mod:`harness.targets.vulkan.weightless`, has them filled again first) in ``--processes`` runner
 processes of ``warmup + iterations`` executions each, and writes one tar: each program's
 ETDumps at their place under ``programs/`` (:func:`etdump_paths`) and ``remote.json`` (peak
 memory, the Vulkan device, the machine, and wall-clock latencies where the runner wrote no
@@ -31,8 +32,10 @@ from pathlib import Path
 
 if __package__:
     from harness.targets.vulkan.device import vulkan_device
+    from harness.targets.vulkan.weightless import MANIFEST_SUFFIX, refill
 else:  # run as a script, where neither harness nor ExecuTorch is importable
     from device import vulkan_device
+    from weightless import MANIFEST_SUFFIX, refill
 
 REMOTE_SUMMARY = "remote.json"
 RUNNER_ETDUMP = "model.etdump"  # where executor_runner writes its ETDump: its working directory
@@ -122,6 +125,19 @@ def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int
     return latencies, max(peak, timed_peak), []
 
 
+def _with_weights(pte: Path, workdir: Path) -> Path:
+    """The program to run: ``pte`` itself, or a copy in ``workdir`` with its weights filled
+    again where it was sent without them (a manifest beside it)."""
+    manifest = pte.with_name(pte.stem + MANIFEST_SUFFIX)
+    if not manifest.exists():
+        return pte
+    program = bytearray(pte.read_bytes())
+    refill(program, json.loads(manifest.read_text()))
+    runnable = workdir / pte.name
+    runnable.write_bytes(program)
+    return runnable
+
+
 def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int,
                  processes: int) -> dict:
     """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
@@ -138,9 +154,10 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
             workdir = Path(scratch) / str(index)
             workdir.mkdir()
             inputs = sorted(pte.with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+            runnable = _with_weights(pte, workdir)
 
             def execute(count: int) -> tuple[float, int]:
-                return run_child(runner_command(runner, pte, [str(p.resolve()) for p in inputs], count, workdir),
+                return run_child(runner_command(runner, runnable, [str(p.resolve()) for p in inputs], count, workdir),
                                  workdir, f"executor_runner on {name}")
 
             try:

@@ -27,7 +27,7 @@ import torch
 from layoutkit.files import cache_root
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
-from harness.targets.vulkan.dispatches import gpu_summary, read_dispatches
+from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields
 from harness.targets.vulkan.latency import latency_fields
 from harness.targets.vulkan.remote_runner import etdump_paths, run_child, run_timed, runner_command
 from layoutkit.errors import MeasurementError, UsageError
@@ -192,12 +192,9 @@ def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
         "peak_rss_bytes": result.peak_rss_bytes,
         "max_abs_error": error,
         "error_tolerance": tolerance(reference, precision),
-        "gpu_dispatch_ms": None,
-        "transition_gpu_ms": None,
-        "transition_time_share": None,
-        "staging_gpu_ms": None,
+        **dict.fromkeys(GPU_FIELDS),
         "runtime": runtime.name,
     }
     if etdumps and nodes is not None:
-        fields.update(gpu_summary(read_dispatches(etdumps[0], nodes)))
+        fields.update(attributed_gpu_fields(etdumps[0], nodes))
     return fields
