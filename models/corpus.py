@@ -1,0 +1,26 @@
+"""The calibration corpus: the models a device's cost table is fitted on, and validated
+against one left out at a time (``layoutbench calibrate --validate``).
+
+Families: the quick zoo; convolutional and mobile networks; ViTs and hybrids (``.unfused``
+where that makes one partition, several partitions where the model has them); EdgeTAM's
+parts; int8 variants that ET-VK runs; a synthetic model of three partitions.
+"""
+
+from models._registry import add_to_zoo
+
+CALIBRATION_CORPUS = (
+    # the quick zoo
+    "resnet18", "mobilenetv3_small_100", "deit_tiny_patch16_224.unfused", "mobilevit_xs.unfused",
+    "edgetam_memory_attention", "synthetic_small",
+    # convolutional and mobile networks
+    "efficientnet_b0", "convnext_atto", "repvit_m1", "timm:mobilenetv2_100", "timm:ghostnet_100",
+    "timm:regnetx_002", "timm:hgnetv2_b0", "timm:lcnet_100",
+    # ViTs and hybrids
+    "vit_small_patch16_224.unfused", "tiny_vit_5m_224.unfused", "levit_128s", "efficientformer_l1", "fastvit_t8",
+    "timm:mobilevitv2_050", "timm:coat_lite_tiny", "timm:efficientvit_b0",
+    # EdgeTAM's image encoder, int8 programs, several partitions
+    "edgetam_image_encoder", "resnet18.int8", "mobilenetv3_small_100.int8", "mobilevit_xs.unfused.int8",
+    "synthetic_partitioned",
+)
+
+add_to_zoo("calibration", *CALIBRATION_CORPUS)
