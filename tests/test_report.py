@@ -14,7 +14,7 @@ from harness.results import relative, report
 from harness.results.frames import load, with_derived
 from harness.results.store import RecordStore, make_record
 
-from .helpers.browser import chromium, screenshot
+from .helpers.browser import chromium, rendered_dom, screenshot
 
 MIB, KIB = 2**20, 2**10
 FIELDS = ("predicted_gpu_ms", "gpu_dispatch_ms", "staging_gpu_ms", "latency_ms_median", "transitions",
@@ -124,9 +124,24 @@ def test_report_shows_time_against_bfs_downstream_with_units(tmp_path):
     assert (tmp_path / "report_charts" / "vulkan-run_change_per_model.svg").read_text() == per_model
 
 
+# Clicks the heading "memory" of the table per model of vulkan-run once, then writes the column's cells.
+SORT_BY_MEMORY = """<script>
+var table = Array.from(document.querySelectorAll("table.sortable")).find(t => t.textContent.includes("measured share"));
+var headings = Array.from(table.querySelectorAll("thead th"));
+var column = headings.findIndex(th => th.textContent.trim() === "memory");
+headings[column].click();
+var cells = Array.from(table.tBodies[0].rows).map(row => row.cells[column].textContent.trim());
+document.body.insertAdjacentHTML("beforeend", "<pre id='sorted'>" + cells.join("|") + "</pre>");
+</script></body>"""
+
+
 @pytest.mark.skipif(chromium() is None, reason="Debian chromium is not installed (make system-deps)")
-def test_report_with_time_opens_in_headless_chromium(tmp_path):
+def test_report_with_time_opens_in_headless_chromium_and_sorts_by_value(tmp_path):
     _records(tmp_path)
     html = report.write_report(tmp_path)
     screenshot(html, tmp_path / "report.png")
     assert matplotlib.image.imread(tmp_path / "report.png").std() > 0.05
+    clicked = tmp_path / "clicked.html"
+    clicked.write_text(html.read_text().replace("</body>", SORT_BY_MEMORY))
+    cells = re.search(r"<pre id=\"sorted\">([^<]*)</pre>", rendered_dom(clicked)).group(1).split("|")
+    assert cells == ["512 KiB", "512 KiB", "520 KiB", "3.5 MiB", "4 MiB", "4 MiB"]  # by bytes, not by the digits

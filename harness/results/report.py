@@ -52,7 +52,8 @@ table.sortable th { cursor: pointer; }
 """
 
 # Click a heading to sort by that column: numbers by their value in any unit the tables
-# print (1.2 MiB above 900 KiB, 1.1 s above 900 ms), text after them; no library, works offline.
+# print (1.2 MiB above 900 KiB, 1.1 s above 900 ms, a change "from 0" above every other), text
+# after them; no library, works offline.
 SORT_SCRIPT = """
 var SCALE = {TiB: 1099511627776, GiB: 1073741824, MiB: 1048576, KiB: 1024, B: 1, s: 1000, ms: 1,
              k: 1e3, M: 1e6, G: 1e9};
@@ -62,6 +63,7 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
       var body = table.tBodies[0], rows = Array.from(body.rows), up = heading.dataset.order !== "up";
       var value = function (row) {
         var text = row.cells[column] ? row.cells[column].textContent.trim() : "";
+        if (text === "from 0") return Infinity;  // a change from a zero baseline
         var match = text.replace(/,/g, "").match(/^([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)\\s*([A-Za-z]*)/);
         return match ? parseFloat(match[1]) * (SCALE[match[2]] || 1) : text;
       };
