@@ -1,6 +1,6 @@
 """The summary of a sweep over many models, and a report that stays readable at that size."""
 
-from harness.results import report, summary
+from harness.results import relative, report, summary
 from harness.results.frames import load
 from harness.results.store import RecordStore, make_record
 
@@ -44,12 +44,15 @@ def test_summary_counts_stages_and_finds_the_misses(tmp_path):
     assert list(summary.failure_reasons(frame)["count"]) == [1, 1]
 
 
-def test_report_of_many_models_charts_the_top_and_sorts_tables(tmp_path):
+def test_report_of_many_models_shows_their_distribution_and_sorts_tables(tmp_path):
     _records(RecordStore(tmp_path))
     html = report.write_report(tmp_path).read_text()
-    assert "table.sortable" in html and 'class="dataframe sortable"' in html
+    assert "table.sortable" in html and 'class="sortable"' in html
+    assert "Distribution of the change relative to bfs-downstream (vulkan)" in html
+    assert "per model (vulkan)" not in html, "40 models: a distribution, not 40 groups of bars"
     markdown = (tmp_path / "report.md").read_text()
     assert "### Where bfs-refined is above the proven optimum" in markdown
-    table, title = report.largest(report._pivot(load(tmp_path), "transitions"), "Transitions")
+    assert "vulkan_change_distribution.svg" in markdown
+    table, title = report.largest(relative.values(load(tmp_path), "transitions"), "Transitions")
     assert title == f"Transitions: the {report.TOP_N} largest of {MODELS} models"
     assert len(table) == report.TOP_N and f"m{MODELS - 1}" in table.index and "m00" not in table.index

@@ -1,5 +1,6 @@
 """Records as pandas tables: the latest record of each (model, strategy, target) as a
-DataFrame, with the excess over the ILP optimum, or in tidy (long) form.
+DataFrame, with the metrics derived from others (the excess over the ILP optimum, the
+measured GPU time a prediction is compared with), or in tidy (long) form.
 
 Kept apart from :mod:`harness.results.store` so that writing and reading records (the
 sweep, every worker) never imports pandas.
@@ -29,16 +30,20 @@ def load(directory: str | Path) -> pd.DataFrame:
     return frame(latest(RecordStore(directory).read()))
 
 
-def with_excess(table: pd.DataFrame) -> pd.DataFrame:
+def with_derived(table: pd.DataFrame) -> pd.DataFrame:
     """Add ``excess_transitions``: transitions over the ILP optimum of the same model and
-    target (null where the model has no ok ILP record)."""
+    target (null where the model has no ok ILP record); and where a run timed the
+    dispatches, ``measured_gpu_ms``: their GPU time less ET-VK's staging copies, what
+    ``predicted_gpu_ms`` predicts."""
     if "transitions" not in table.columns:
-        return table.assign(excess_transitions=None)
-    optimum = table[(table["strategy"] == OPTIMUM_STRATEGY) & (table["status"] == "ok")]
-    optimum = optimum.set_index(["model", "target"])["transitions"].rename("optimum_transitions")
-    joined = table.join(optimum, on=["model", "target"])
-    table = table.copy()
-    table["excess_transitions"] = joined["transitions"] - joined["optimum_transitions"]
+        table = table.assign(excess_transitions=None)
+    else:
+        optimum = table[(table["strategy"] == OPTIMUM_STRATEGY) & (table["status"] == "ok")]
+        optimum = optimum.set_index(["model", "target"])["transitions"].rename("optimum_transitions")
+        joined = table.join(optimum, on=["model", "target"])
+        table = table.assign(excess_transitions=joined["transitions"] - joined["optimum_transitions"])
+    if {"gpu_dispatch_ms", "staging_gpu_ms"} <= set(table.columns):
+        table = table.assign(measured_gpu_ms=table["gpu_dispatch_ms"] - table["staging_gpu_ms"])
     return table
 
 

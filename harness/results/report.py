@@ -1,56 +1,71 @@
 """A self-contained HTML report (and Markdown beside it) of a results directory.
 
-What is charted and tabled comes from the metric schema. Tables are pandas pivots of the
-latest records (model x strategy, per target), sortable by any column in the HTML; charts
-are matplotlib bar charts of at most :data:`TOP_N` models (those with the largest values),
-embedded in the HTML as PNG data and written next to the Markdown. Each target whose
-records have strategies starts with a summary (:mod:`harness.results.summary`): how far the
-models got, each strategy against the optimum, the extremes, the commonest failures.
+Per target it starts where a user comparing strategies starts: each strategy against the
+baseline (ExecuTorch's own pass), in per cent per model (:mod:`harness.results.relative`),
+for the metrics the schema charts (predicted and measured GPU time, latency, transitions,
+memory): a table per strategy, a chart (bars per model, or over more than :data:`TOP_N`
+models the distribution), the measured change against the predicted one, and a table per
+model and strategy with the prediction's error and trust where the records have them.
+Then how far the models got and the commonest failures (:mod:`harness.results.summary`),
+model x strategy tables of the other metrics, and the skipped and failed records. Values are
+in human units (ms, KiB, %); tables sort by any column in the HTML; charts
+(:mod:`harness.results.charts`) are SVG, embedded in the HTML and written next to the
+Markdown, which holds the same sections and tables.
 """
 
 import base64
 import html
-import io
+import numbers
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")  # no display: render to files
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from harness.results import summary  # noqa: E402
-from harness.results.schema import METRICS  # noqa: E402
-from harness.results.frames import load, with_excess  # noqa: E402
-from harness.results.results_dir import ResultsDir  # noqa: E402
-from harness.results.table import format_number  # noqa: E402
-from layoutkit.reference_strategies import OPTIMUM_STRATEGY  # noqa: E402
-from layoutkit.errors import UsageError  # noqa: E402
+from harness.results import charts, relative, summary
+from harness.results.frames import NO_STRATEGY, load, with_derived
+from harness.results.results_dir import ResultsDir
+from harness.results.schema import METRICS, Metric
+from harness.results.table import FORMATS, format_number
+from layoutkit.errors import UsageError
+from layoutkit.reference_strategies import BASELINE_STRATEGY, OPTIMUM_STRATEGY
 
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
                "python_version", "machine", "cpu")
+TOP_N = 30  # up to this many models a chart has a bar per model; over it, it shows the distribution
+# How far a prediction can be trusted, shown beside it where the records have it.
+PREDICTION_TRUST = ("prediction_error", "predicted_measured_share", "predicted_error_expected")
+BETTER, WORSE = "#1a7f37", "#c62828"
 
 STYLE = """
-body { font-family: Helvetica, Arial, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
+body { font-family: Helvetica, Arial, sans-serif; margin: 2em; color: #222; max-width: 1500px; }
+h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
-th { background: #f2f2f2; }
-img { max-width: 100%; border: 1px solid #eee; margin-bottom: 1em; }
+td { white-space: nowrap; }
+th { background: #f2f2f2; max-width: 7em; }
+figure { margin: 1em 0 1.5em; }
+figcaption { font-weight: bold; margin-bottom: 0.3em; }
+img { max-width: 100%; }
+p.note { color: #555; max-width: 60em; }
 table.sortable th { cursor: pointer; }
 """
-TOP_N = 30
 
-# Click a heading to sort by that column (numbers as numbers); no library, works offline.
+# Click a heading to sort by that column: numbers by their value in any unit the tables
+# print (1.2 MiB above 900 KiB, 1.1 s above 900 ms, a change "from 0" above every other), text
+# after them; no library, works offline.
 SORT_SCRIPT = """
+var SCALE = {TiB: 1099511627776, GiB: 1073741824, MiB: 1048576, KiB: 1024, B: 1, s: 1000, ms: 1,
+             k: 1e3, M: 1e6, G: 1e9};
 document.querySelectorAll("table.sortable").forEach(function (table) {
   table.querySelectorAll("thead th").forEach(function (heading, column) {
     heading.addEventListener("click", function () {
       var body = table.tBodies[0], rows = Array.from(body.rows), up = heading.dataset.order !== "up";
       var value = function (row) {
         var text = row.cells[column] ? row.cells[column].textContent.trim() : "";
-        var number = parseFloat(text.replace(/,/g, ""));
-        return isNaN(number) ? text : number;
+        if (text === "from 0") return Infinity;  // a change from a zero baseline
+        var match = text.replace(/,/g, "").match(/^([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)\\s*([A-Za-z]*)/);
+        return match ? parseFloat(match[1]) * (SCALE[match[2]] || 1) : text;
       };
       rows.sort(function (a, b) {
         var x = value(a), y = value(b);
@@ -65,9 +80,212 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 
-def _pivot(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
-    ok = frame[frame["status"] == "ok"]
-    return ok.pivot_table(index="model", columns="strategy", values=metric, aggfunc="first")
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 3
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+
+
+@dataclass(frozen=True)
+class Table:
+    caption: str
+    frame: pd.DataFrame  # raw values, no index
+    units: dict[str, str] = field(default_factory=dict)  # column -> a key of FORMATS
+    better: dict[str, str | pd.Series] = field(default_factory=dict)  # change column -> direction (per row)
+
+
+@dataclass(frozen=True)
+class Chart:
+    caption: str
+    file_name: str
+    svg: bytes
+    description: str = ""  # what the caption does not say (the panels' metrics): the image's alternative text
+
+
+def _cell(value, unit: str | None) -> str:
+    """A value in its unit (a key of FORMATS); other numbers as counts; ``-`` where there is none."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "-"
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return str(value)
+    return FORMATS[unit](value) if unit is not None else format_number(value)
+
+
+def _formatted(table: Table) -> pd.DataFrame:
+    return pd.DataFrame({c: table.frame[c].map(lambda v, unit=table.units.get(c): _cell(v, unit))
+                         for c in table.frame.columns})
+
+
+def _colours(table: Table) -> pd.DataFrame:
+    """CSS per cell: a change in the better direction green, in the worse red."""
+    css = pd.DataFrame("", index=table.frame.index, columns=table.frame.columns)
+    for column, better in table.better.items():
+        change = pd.to_numeric(table.frame[column], errors="coerce")
+        lower, higher = change < -relative.EQUAL, change > relative.EQUAL
+        lower_better = pd.Series(better, index=change.index).eq("lower")
+        higher_better = pd.Series(better, index=change.index).eq("higher")
+        css.loc[(lower & lower_better) | (higher & higher_better), column] = f"color: {BETTER}"
+        css.loc[(higher & lower_better) | (lower & higher_better), column] = f"color: {WORSE}"
+    return css
+
+
+def _html(block) -> str:
+    if isinstance(block, Heading):
+        return f"<h{block.level}>{html.escape(block.text)}</h{block.level}>"
+    if isinstance(block, Note):
+        return f"<p class='note'>{html.escape(block.text)}</p>"
+    if isinstance(block, Chart):
+        data = base64.b64encode(block.svg).decode()
+        alt = html.escape(f"{block.caption}: {block.description}" if block.description else block.caption, quote=True)
+        return (f"<figure><figcaption>{html.escape(block.caption)}</figcaption>"
+                f"<img alt='{alt}' src='data:image/svg+xml;base64,{data}'></figure>")
+    caption = f"<h3>{html.escape(block.caption)}</h3>"
+    if block.frame.empty:
+        return caption + "<p>none</p>"
+    styler = (_formatted(block).style.hide(axis="index").set_table_attributes('class="sortable"')
+              .format(escape="html").format_index(escape="html", axis=1)
+              .apply(lambda _: _colours(block), axis=None))
+    return caption + styler.to_html()
+
+
+def _markdown(block, charts_dir: str) -> str:
+    if isinstance(block, Heading):
+        return f"{'#' * block.level} {block.text}\n"
+    if isinstance(block, Note):
+        return f"{block.text}\n"
+    if isinstance(block, Chart):
+        return f"**{block.caption}**\n\n![{block.caption}]({charts_dir}/{block.file_name})\n"
+    numbers = [pd.api.types.is_numeric_dtype(block.frame[c]) for c in block.frame.columns]
+    table = _formatted(block).to_markdown(index=False, disable_numparse=True,
+                                          colalign=["right" if n else "left" for n in numbers]) \
+        if len(block.frame) else "none"
+    return f"### {block.caption}\n\n{table}\n"
+
+
+def _has(frame: pd.DataFrame, metric: str) -> bool:
+    return metric in frame.columns and frame.loc[frame["status"] == "ok", metric].notna().any()
+
+
+def _title(metric: Metric) -> str:
+    return metric.heading or metric.column or metric.label
+
+
+def _strategy_order(strategies) -> list[str]:
+    return sorted(set(strategies), key=lambda s: (s != BASELINE_STRATEGY, s))
+
+
+def _tally(changes: dict[str, pd.DataFrame]) -> Table:
+    """Per metric and strategy: on how many models lower, equal, higher, and by how much."""
+    rows = [relative.tally(change).assign(metric=name) for name, change in changes.items()]
+    frame = pd.concat(rows, ignore_index=True)
+    better = frame["metric"].map(lambda name: METRICS[name].better)
+    frame = frame.assign(metric=frame["metric"].map(lambda name: _title(METRICS[name])))
+    frame = frame[["metric", *frame.columns.drop("metric")]]
+    return Table(f"Per strategy: change relative to {BASELINE_STRATEGY}, over the models", frame,
+                 units={c: "change" for c in ("median", "lowest", "highest")},
+                 better={c: better for c in ("median", "lowest", "highest")})
+
+
+def _per_model(records: pd.DataFrame, charted: list[Metric], changes: dict[str, pd.DataFrame]) -> Table:
+    """Per model and strategy: each charted metric and its change, the prediction's trust beside it."""
+    rows = records[(records["status"] == "ok") & (records["strategy"] != NO_STRATEGY)]
+    order = {s: i for i, s in enumerate(_strategy_order(rows["strategy"]))}
+    rows = rows.sort_values(["model", "strategy"], key=lambda c: c.map(order) if c.name == "strategy" else c)
+    rows = rows.set_index(["model", "strategy"])
+    trust_after = "measured_gpu_ms" if "measured_gpu_ms" in changes else "predicted_gpu_ms"
+    columns, units, better = {}, {}, {}
+    for metric in charted:
+        title = _title(metric)
+        columns[title], units[title] = rows[metric.name], metric.unit
+        if metric.name in changes:
+            change_title = f"{title} change"
+            columns[change_title] = changes[metric.name].stack().reindex(rows.index)
+            units[change_title], better[change_title] = "change", metric.better
+        if metric.name == trust_after:
+            for trust in (METRICS[name] for name in PREDICTION_TRUST if _has(records, name)):
+                columns[_title(trust)], units[_title(trust)] = rows[trust.name], trust.unit
+    frame = pd.DataFrame(columns).reset_index()
+    return Table("Per model and strategy", frame, units, better)
+
+
+def _against_baseline(target: str, records: pd.DataFrame, charted: list[Metric], palette: dict) -> list:
+    changes = {m.name: relative.changes(records, m.name) for m in charted}
+    changes = {name: change for name, change in changes.items() if not change.empty}
+    if not changes:
+        return []
+    models = len(set().union(*(c.index for c in changes.values())))
+    labelled = {METRICS[name].label: change for name, change in changes.items()}
+    panels = ", ".join(labelled)
+    blocks = [Heading(f"Each strategy against {BASELINE_STRATEGY} (ExecuTorch's pass)"),
+              Note(f"Change = (strategy - {BASELINE_STRATEGY}) / {BASELINE_STRATEGY} on the same model, in per cent: "
+                   f"negative is less time, fewer transitions, less memory. Equal: within "
+                   f"{100 * relative.EQUAL:g} %. 'from 0': {BASELINE_STRATEGY} has none, the strategy some."),
+              _tally(changes)]
+    if models <= TOP_N:
+        blocks.append(Chart(f"Change relative to {BASELINE_STRATEGY} per model ({target})",
+                            f"{target}_change_per_model.svg", charts.per_model(labelled, palette, BASELINE_STRATEGY),
+                            panels))
+    else:
+        blocks += [Note(f"{models} models: a dot per model at its change, a row per strategy; the table below "
+                        f"lists every model."),
+                   Chart(f"Distribution of the change relative to {BASELINE_STRATEGY} ({target})",
+                         f"{target}_change_distribution.svg",
+                         charts.distribution(labelled, palette, BASELINE_STRATEGY), panels)]
+    if {"predicted_gpu_ms", "measured_gpu_ms"} <= set(changes):
+        blocks += [Note("Measured against predicted change of GPU time (operators and transitions, staging "
+                        "left out): on the diagonal the prediction held."),
+                   Chart(f"Measured against predicted change ({target})", f"{target}_predicted_vs_measured.svg",
+                         charts.predicted_vs_measured(changes["predicted_gpu_ms"], changes["measured_gpu_ms"],
+                                                      palette, BASELINE_STRATEGY))]
+    elif "predicted_gpu_ms" in changes:
+        blocks.append(Note("GPU time is predicted only: these programs were not run (target vulkan-run measures "
+                           "them)."))
+    return [*blocks, _per_model(records, charted, changes)]
+
+
+def _summary(records: pd.DataFrame) -> list[Table]:
+    """The summary tables of one target's records."""
+    tables = [Table("How far the models got", summary.stages(records).rename_axis("stage").reset_index()),
+              Table("Strategies on the models every strategy measured",
+                    summary.per_strategy(records).rename_axis("strategy").reset_index(),
+                    units={"pass seconds": "seconds"})]
+    # Above the count optimum says little of a strategy that minimises time: left out where time is predicted.
+    if not _has(records, "predicted_gpu_ms"):
+        for strategy in sorted(set(summary.comparable(records)["strategy"]) - {OPTIMUM_STRATEGY}):
+            tables.append(Table(f"Where {strategy} is above the proven optimum",
+                                summary.above_optimum(records, strategy).rename_axis("model").reset_index()))
+    return [*tables, Table("Extremes", summary.extremes(records)),
+            Table("Commonest failures", summary.failure_reasons(records).rename_axis("reason").reset_index())]
+
+
+def _target(target: str, records: pd.DataFrame, palette: dict) -> list:
+    blocks = [Heading(f"Target {target}", 2)]
+    charted = sorted((m for m in METRICS.values() if m.chart and _has(records, m.name)), key=lambda m: m.chart)
+    with_strategies = records["strategy"].ne(NO_STRATEGY).any()
+    compared = _against_baseline(target, records, charted, palette) if with_strategies else []
+    blocks += compared
+    shown = {m.name for m in charted} if compared else set()  # in the table per model and strategy
+    if not compared:
+        for metric in charted:
+            table = relative.values(records, metric.name)
+            table, caption = largest(table, f"{metric.label} ({target})")
+            blocks.append(Chart(caption, f"{target}_{metric.name}.svg",
+                                charts.per_model_values(table, metric.label, metric.unit, palette)))
+    if with_strategies:
+        blocks += _summary(records)
+    for metric in (m for m in METRICS.values() if m.report and _has(records, m.name) and m.name not in shown):
+        table = relative.values(records, metric.name)
+        table = table[_strategy_order(table.columns)].rename_axis(columns=None).reset_index()
+        blocks.append(Table(metric.label, table, units={c: metric.unit for c in table.columns if c != "model"}))
+    problems = records[records["status"] != "ok"][["model", "strategy", "status", "reason"]]
+    if len(problems):
+        blocks.append(Table("Skipped and failed", problems.reset_index(drop=True)))
+    return blocks
 
 
 def largest(table: pd.DataFrame, title: str) -> tuple[pd.DataFrame, str]:
@@ -78,96 +296,41 @@ def largest(table: pd.DataFrame, title: str) -> tuple[pd.DataFrame, str]:
     return table.loc[table.max(axis=1).nlargest(TOP_N).index], f"{title}: the {TOP_N} largest of {len(table)} models"
 
 
-def _chart(frame: pd.DataFrame, metric: str, title: str) -> bytes:
-    table, title = largest(_pivot(frame, metric), title)
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(table) + 3), 4.2))
-    table.plot.bar(ax=axes, width=0.8)
-    axes.set_title(title)
-    axes.set_xlabel("")
-    axes.tick_params(axis="x", labelrotation=30)
-    plt.setp(axes.get_xticklabels(), ha="right")
-    axes.legend(title="strategy", fontsize=8)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    return buffer.getvalue()
-
-
-def _html(table: pd.DataFrame, index: bool = True) -> str:
-    return table.to_html(float_format=format_number, na_rep="-", index=index, classes="sortable")
-
-
-def _summary(records: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The summary tables of one target's records."""
-    tables = [("How far the models got", summary.stages(records).to_frame()),
-              ("Strategies on the models every strategy measured", summary.per_strategy(records))]
-    for strategy in sorted(set(summary.comparable(records)["strategy"]) - {OPTIMUM_STRATEGY}):
-        tables.append((f"Where {strategy} is above the proven optimum", summary.above_optimum(records, strategy)))
-    tables += [("Extremes", summary.extremes(records).set_index("what")),
-               ("Commonest failures", summary.failure_reasons(records))]
-    return tables
-
-
-def _has(frame: pd.DataFrame, metric: str) -> bool:
-    return metric in frame.columns and frame.loc[frame["status"] == "ok", metric].notna().any()
-
-
 def write_report(results: str | Path, out: str | Path | None = None) -> Path:
-    """Write ``report.html`` (self-contained) and ``report.md`` (+ PNG charts); returns the HTML path."""
+    """Write ``report.html`` (self-contained) and ``report.md`` (+ SVG charts); returns the HTML path."""
     results = Path(results)
     frame = load(results) if results.is_dir() else pd.DataFrame()
     if frame.empty:
         raise UsageError(f"no records in '{results}'; run layoutbench run --out {results} first")
-    frame = with_excess(frame)
+    frame = with_derived(frame)
     html_path = Path(out) if out else ResultsDir(results).report
     html_path.parent.mkdir(parents=True, exist_ok=True)
     charts_dir = html_path.with_name(html_path.stem + "_charts")
     charts_dir.mkdir(exist_ok=True)
+    palette = charts.colours(_strategy_order(frame["strategy"].loc[lambda s: s != NO_STRATEGY]), BASELINE_STRATEGY)
 
     title = f"layoutbench report: {results.resolve().name}"
-    body, markdown = [f"<h1>{html.escape(title)}</h1>"], [f"# {title}", ""]
-    status = frame.groupby(["target", "status"]).size().unstack(fill_value=0)
-    body += ["<h2>Records</h2>", status.to_html()]
-    markdown += ["## Records", "", status.to_markdown(), ""]
-
+    status = frame.groupby(["target", "status"]).size().unstack(fill_value=0).rename_axis(columns=None)
+    blocks = [Heading("Records", 2), Table("Records per target and status", status.reset_index())]
     for target, records in frame.groupby("target"):
-        body.append(f"<h2>Target <code>{html.escape(target)}</code></h2>")
-        markdown += [f"## Target `{target}`", ""]
-        if records["strategy"].ne("-").any():
-            for caption, table in _summary(records):
-                body += [f"<h3>{html.escape(caption)}</h3>", _html(table) if len(table) else "<p>none</p>"]
-                markdown += [f"### {caption}", "", table.to_markdown(floatfmt=".4g") if len(table) else "none", ""]
-        for metric, caption in ((m.name, m.label) for m in METRICS.values() if m.chart):
-            if not _has(records, metric):
-                continue
-            png = _chart(records, metric, f"{caption} ({target})")
-            name = f"{target}_{metric}.png"
-            (charts_dir / name).write_bytes(png)
-            body.append(f'<img alt="{html.escape(caption)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">')
-            markdown += [f"![{caption}]({charts_dir.name}/{name})", ""]
-        for metric, caption in ((m.name, m.label) for m in METRICS.values() if m.report):
-            if not _has(records, metric):
-                continue
-            table = _pivot(records, metric)
-            body += [f"<h3>{html.escape(caption)}</h3>", _html(table)]
-            markdown += [f"### {caption}", "", table.to_markdown(floatfmt=".4g"), ""]
-        problems = records[records["status"] != "ok"][["model", "strategy", "status", "reason"]]
-        if len(problems):
-            body += ["<h3>Skipped and failed</h3>", _html(problems, index=False)]
-            markdown += ["### Skipped and failed", "", problems.to_markdown(index=False), ""]
-
-    environment = pd.Series(
-        {key: ", ".join(sorted(map(str, frame[key].dropna().unique()))) for key in ENVIRONMENT if key in frame},
-        name="value",
-    ).to_frame()
+        blocks += _target(target, records, palette)
+    environment = pd.DataFrame(
+        [(key, ", ".join(sorted(map(str, frame[key].dropna().unique())))) for key in ENVIRONMENT if key in frame],
+        columns=["what", "value"])
     written = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    body += ["<h2>Environment</h2>", environment.to_html(), f"<p>Written {written} from {html.escape(str(results))}.</p>"]
-    markdown += ["## Environment", "", environment.to_markdown(), "", f"Written {written} from {results}."]
+    blocks += [Heading("Environment", 2), Table("Versions and machine", environment),
+               Note(f"Written {written} from {results}.")]
 
+    for stale in (path for path in charts_dir.iterdir() if path.suffix in (".svg", ".png")):  # an earlier report's
+        stale.unlink()
+    for chart in (b for b in blocks if isinstance(b, Chart)):
+        (charts_dir / chart.file_name).write_bytes(chart.svg)
+    body = "".join(_html(block) for block in blocks)
     html_path.write_text(
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SORT_SCRIPT}</script></body></html>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}"
+        f"<script>{SORT_SCRIPT}</script></body></html>"
     )
-    html_path.with_suffix(".md").write_text("\n".join(markdown) + "\n")
+    markdown = "\n".join([f"# {title}\n", *(_markdown(block, charts_dir.name) for block in blocks)])
+    html_path.with_suffix(".md").write_text(markdown)
     return html_path

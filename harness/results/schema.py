@@ -40,7 +40,9 @@ class Metric:
     gate: str | None = None  # default threshold: absolute ("0") or relative ("5%")
     gated_where: tuple[str, str] | None = None  # (field, value) both records need for the gate to compare them
     heading: str | None = None  # in the default terminal table, under this heading
-    chart: bool = False  # a bar chart per target in the report
+    column: str | None = None  # the report's column title where there is no heading (else the label)
+    chart: int = 0  # > 0: charted per target in the report, in this order (time first): each strategy's
+    # change relative to the baseline strategy per model, or the values where the target has no baseline
     report: bool = False  # a model x strategy table per target in the report
 
 
@@ -50,15 +52,13 @@ def _timing(name, label, unit="seconds", **options) -> Metric:
 
 METRICS = {m.name: m for m in (
     # Vulkan layout (target vulkan and vulkan-run)
-    Metric("transitions", "count", "Transitions inserted", gate="0", heading="transitions", chart=True, report=True),
-    Metric("excess_transitions", "count", "Transitions over the ILP optimum", heading="excess", chart=True,
-           report=True),
-    Metric("transition_bytes", "bytes", "Bytes written by transitions", gate="5%", heading="moved",
-           chart=True, report=True),
+    Metric("transitions", "count", "Transitions inserted", gate="0", heading="transitions", chart=4, report=True),
+    Metric("excess_transitions", "count", "Transitions over the ILP optimum", heading="excess", report=True),
+    Metric("transition_bytes", "bytes", "Bytes written by transitions", gate="5%", heading="moved", report=True),
     # Part of transitions and transition_bytes, which the gate already holds.
     Metric("int8_transitions", "count", "Transitions of int8 tensors (of all transitions)"),
     Metric("int8_transition_bytes", "bytes", "Bytes written by int8 transitions"),
-    Metric("delegate_memory_bytes", "bytes", "Delegate memory", gate="5%", heading="memory", chart=True,
+    Metric("delegate_memory_bytes", "bytes", "Delegate memory", gate="5%", heading="memory", chart=5,
            report=True),
     Metric("transition_memory_bytes", "bytes", "Delegate memory that transitions add"),
     Metric("partitions", "count", "Delegated partitions", better=None, heading="parts"),
@@ -88,7 +88,7 @@ METRICS = {m.name: m for m in (
     # event tracer's own logging, the fastest of three processes): on an H100 twelve programs
     # moved by at most 3.3 % between four runs (docs/latency.md), so 5 % is past the noise;
     # wall-clock latencies are not compared (one program's ranged 3.94 to 7.26 ms there).
-    _timing("latency_ms_median", "Median latency of one inference", unit="ms", heading="latency", chart=True,
+    _timing("latency_ms_median", "Median latency of one inference", unit="ms", heading="latency", chart=3,
             report=True, gate="5%", gated_where=("latency_source", ETDUMP)),
     _timing("latency_ms_p10", "10th percentile of the inferences' latency", unit="ms"),
     _timing("latency_ms_p90", "90th percentile of the inferences' latency", unit="ms"),
@@ -108,24 +108,32 @@ METRICS = {m.name: m for m in (
     Metric("error_tolerance", "error", "Allowed max abs error", better=None, deterministic=False),
     Metric("top1_match", "bool", "Top-1 class agrees with eager PyTorch", better="higher", deterministic=False),
     _timing("gpu_dispatch_ms", "GPU time of one inference's dispatches (ETDump)", unit="ms", heading="gpu",
-            chart=True, report=True),
+            report=True),
     _timing("transition_gpu_ms", "GPU time of the transitions' dispatches", unit="ms"),
     _timing("transition_time_share", "Share of GPU dispatch time in transitions", unit="fraction",
             heading="trans. time", report=True),
     _timing("staging_gpu_ms", "GPU time of ET-VK's copies of inputs and outputs", unit="ms"),
     # predicted from a device's cost table (--costs): deterministic for one table and one program
     Metric("predicted_gpu_ms", "ms", "Predicted GPU time of one inference (cost table)", gate="1%",
-           heading="pred gpu", chart=True, report=True),
+           heading="pred gpu", chart=1, report=True),
     Metric("predicted_unpriced_nodes", "count", "Nodes the cost table could not price"),
+    # How far a prediction can be trusted (absent from records of older tables).
+    Metric("predicted_measured_share", "fraction", "Share of the predicted time priced from nodes measured on "
+           "this model", better=None, column="measured share"),
+    Metric("predicted_error_expected", "fraction", "The cost table's expected relative error of the prediction",
+           better=None, column="expected error"),
+    # What predicted_gpu_ms predicts: computed from a run's record (frames.with_derived), not recorded.
+    _timing("measured_gpu_ms", "Measured GPU time of one inference's operators and transitions", unit="ms",
+            column="measured gpu", chart=2),
     _timing("prediction_error", "Predicted / measured GPU time of operators and transitions, less 1",
-            unit="fraction", better=None),
+            unit="fraction", better=None, column="prediction error"),
     # Arm targets
     _timing("lowering_seconds", "Lowering (Arm flows)"),
     Metric("tosa_ops", "count", "TOSA operators", better=None, heading="tosa ops", report=True),
-    Metric("transposes", "count", "TRANSPOSEs left in the TOSA graph", gate="0", heading="transposes", chart=True),
+    Metric("transposes", "count", "TRANSPOSEs left in the TOSA graph", gate="0", heading="transposes", chart=6),
     Metric("transpose_bytes", "bytes", "Bytes written by TRANSPOSEs", gate="5%", heading="transp. bytes",
            report=True),
-    Metric("cycles", "cycles", "Ethos-U cycles (Vela estimate)", gate="5%", heading="cycles", chart=True),
+    Metric("cycles", "cycles", "Ethos-U cycles (Vela estimate)", gate="5%", heading="cycles", chart=7),
     Metric("inferences_per_second", "per_second", "Ethos-U inferences/s (Vela estimate)", better="higher",
            heading="inf/s", report=True),
     Metric("sram_bytes", "bytes", "Ethos-U SRAM", report=True),

@@ -64,7 +64,8 @@ def per_strategy(records: pd.DataFrame) -> pd.DataFrame:
         excess = optimum.sub(optimum[OPTIMUM_STRATEGY], axis=0)
         table["above optimum"] = (excess > 0).sum()
         table["largest excess"] = excess.max()
-    table["pass seconds"] = both.pivot_table(index="model", columns="strategy", values="pass_seconds").sum()
+    if "pass_seconds" in both:
+        table["pass seconds"] = both.pivot_table(index="model", columns="strategy", values="pass_seconds").sum()
     return table.sort_values("transitions")
 
 
@@ -88,7 +89,9 @@ def extremes(records: pd.DataFrame) -> pd.DataFrame:
         rows.append({"what": "slowest ILP solve", "model": slowest["model"],
                      "value": f"{slowest['solve_seconds']:.3g} s ({slowest['variables']:,.0f} variables, "
                               f"{'optimal' if slowest['optimal'] else 'not proven optimal'})"})
-    times = comparable(records).pivot_table(index="model", columns="strategy", values="pass_seconds")
+    both = comparable(records)
+    times = both.pivot_table(index="model", columns="strategy", values="pass_seconds") if "pass_seconds" in both \
+        else pd.DataFrame()
     if BASELINE_STRATEGY in times:
         for strategy in (s for s in times.columns if s != BASELINE_STRATEGY):
             ratio = times[strategy] / times[BASELINE_STRATEGY]

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 
 from harness.results.schema import METRICS
-from harness.results.frames import frame, with_excess
+from harness.results.frames import frame, with_derived
 
 _UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
@@ -38,12 +38,22 @@ def _large(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}".rstrip()
 
 
+def _change(value: float) -> str:
+    """A relative change, signed, in per cent; from nothing (a zero baseline) as such."""
+    if value in (float("inf"), float("-inf")):
+        return "from 0"
+    if value == 0:
+        return "0 %"
+    return f"{100 * value:+,.0f} %" if abs(value) >= 10 else f"{100 * value:+.3g} %"
+
+
 FORMATS = {
     "count": format_number,
     "bytes": _bytes,
     "seconds": _seconds,
     "ms": lambda v: _seconds(v / 1000),
-    "fraction": lambda v: f"{100 * v:.3g} %",
+    "fraction": lambda v: f"{100 * v:.3g} %" if abs(v) >= 1e-9 else "0 %",  # no float noise (1e-14 %)
+    "change": _change,  # not a metric's unit: a metric's change relative to a baseline
     "cycles": lambda v: _large(v, ""),
     "per_second": lambda v: f"{v:.3g}/s",
     "hertz": lambda v: _large(v, "Hz"),
@@ -69,7 +79,7 @@ def headline_columns(records: pd.DataFrame) -> list[str]:
 
 def render_table(records: list[dict], columns: str | list[str] | None = None) -> str:
     """One table per target: model and strategy down, metrics across."""
-    table = with_excess(frame(records))
+    table = with_derived(frame(records))
     blocks = []
     for target, group in table.groupby("target", sort=False):
         if columns == "all":
