@@ -72,7 +72,8 @@ def _add_sweep_arguments(command, required: bool) -> None:
     workers.add_argument("--memory-limit", type=_gibibytes, metavar="GIB",
                          help="resident memory per worker (its children included); on Ray, also what a task "
                          "reserves (default 4)")
-    command.add_argument("--costs", metavar="FILE", help="a device's GPU cost table (from calibrate): every Vulkan "
+    command.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
+                         help="a device's GPU cost table (from calibrate): every Vulkan "
                          "record predicts its GPU time (predicted_gpu_ms), and ilp-time minimises it "
                          "(default: $LAYOUTBENCH_COSTS)")
     _add_runtime_arguments(command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)"))
@@ -155,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--format", choices=("table", "json"), default="table")
     _add_runtime_arguments(profile)
     profile.add_argument("--workers", type=_count, default=None, help="as for run (0: in this process)")
-    profile.set_defaults(ray=None, time_limit=None, memory_limit=None)  # run's other worker options, unset
+    profile.set_defaults(ray=None, time_limit=None, memory_limit=None, costs=os.environ.get(COSTS_ENV))  # as for run
 
     costs = commands.add_parser(
         "costs", help="GPU time per output element of each operator in each representation, from the ETDumps of "
@@ -170,10 +171,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_sweep_arguments(calibrate, required=False)
     calibrate.add_argument("--rounds", type=_positive, default=6,
                            help="calibration assignments per model (default %(default)s, at most 8)")
-    calibrate.add_argument("--fit", nargs="+", metavar="RESULTS",
-                           help="fit from these results directories instead (runs of one device, e.g. "
-                           "import-remote's); no program is run")
+    calibrate.add_argument("--fit", nargs="+", metavar="RUNS",
+                           help="fit from these runs instead (results directories of one device, e.g. "
+                           "import-remote's, or measured nodes kept by --nodes); no program is run")
     calibrate.add_argument("--table", help="the cost table to write (default: OUT/costs.json)")
+    calibrate.add_argument("--nodes", help="also keep the measured nodes in this file (.jsonl.gz): the runs, "
+                           "small enough to keep, from which --fit and --validate work again")
+    calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table "
+                           "fitted without it (OUT/held-out/MODEL.json) predicts its programs; OUT/validation.csv")
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
     remote = commands.add_parser(
@@ -239,9 +244,6 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.environment = dict(os.environ)  # as the user set it: the one a warm server serves (see serve)
-    if getattr(args, "costs", None):
-        # Through the environment, so that every worker (local, forked, or on Ray) prices with it.
-        os.environ[COSTS_ENV] = os.path.abspath(args.costs)
     signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the workers and keeps finished records, as Ctrl-C does
     quiet.apply(args.verbose)
     from harness.errors import LayoutbenchError, MeasurementError

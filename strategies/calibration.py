@@ -13,7 +13,7 @@ policies to compare.
 """
 
 from strategies._registry import register_strategy
-from strategies.gpu_costs import pair_name
+from strategies.gpu_costs import Price, pair_name
 from strategies.ilp import IlpLayout, solve
 from strategies.layout_problem import LayoutProblem, apply_assignment, extract
 from executorch.exir.pass_base import PassResult
@@ -29,11 +29,14 @@ class _Coverage:
     def __init__(self):
         self.covered: set = set()
 
-    def node_ms(self, graph, node, operator, input_name, output_name, elements) -> float:
-        return 0.0 if (node, input_name, output_name) in self.covered else NEW_PAIR_VALUE
+    @property
+    def digest(self) -> str:  # the problem keeps prices per digest: one per state of the coverage
+        return f"coverage-{len(self.covered)}"
 
-    def transition_ms(self, source, target, size_bytes) -> float:
-        return TRANSITION_PRICE
+    def price(self, queries) -> list[Price]:
+        return [Price(TRANSITION_PRICE if query.transition else
+                      0.0 if (query.node, query.input, query.output) in self.covered else NEW_PAIR_VALUE, True, 0.0)
+                for query in queries]
 
     def cover(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> None:
         for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
@@ -75,6 +78,11 @@ class CalibrationLayout(IlpLayout):
 
 def round_name(number: int) -> str:
     return f"calibration-{number}"
+
+
+def is_round(strategy: str) -> bool:
+    """Whether ``strategy`` names a calibration round (a measurement, not a layout policy)."""
+    return strategy in {round_name(n) for n in range(1, MAX_ROUNDS + 1)}
 
 
 for _number in range(1, MAX_ROUNDS + 1):

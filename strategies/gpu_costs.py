@@ -1,48 +1,50 @@
-"""Predicted GPU time of an ET-VK layout assignment, from a cost table calibrated on one device.
+"""Predicted GPU time of an ET-VK layout assignment, from a cost table of one device.
 
-A cost table (JSON, written by ``layoutbench calibrate``) prices, in milliseconds per inference:
+A cost table (JSON, written by ``layoutbench calibrate``) prices, in milliseconds per inference,
+a *query*: a node (its signature, :mod:`strategies.node_signature`) reading its primary input
+in one representation and writing its output in another, or a layout transition (the pass's
+clone) of a tensor from one representation to another. Two sources, in this order:
 
-- a *node* in a representation where that node was measured: (graph, node, input, output),
-  with ``graph`` the digest of its partition's graph as the layout pass receives it, so a
-  node is the same node in every program of one model;
-- an *operator* elsewhere: (operator, input, output) as a fixed cost plus a cost per output
-  element, fitted over every measured node of that operator in those representations;
-  failing that, the operator over all representations (``pooled``). A node measured in
-  some pairs but not this one is priced no lower than the slowest pair measured on it: the
-  estimate ignores the node's shape (a softmax along its packed dim runs several times
-  slower than one of the same size across it), and an optimiser would take the estimate's
-  optimism for a saving, so unmeasured pairs are assumed no better than what was seen;
-- a *transition* (the pass's clone) from one representation to another: a fixed cost plus a
-  cost per byte of the tensor it copies.
+- *measured*: the node itself, measured in that pair of representations on this device, by
+  (graph, node, input, output), ``graph`` being the digest of its partition's graph as the
+  layout pass receives it, so a node is the same node in every program of one model;
+- *fitted*: a model of what a node costs as a function of its operator, representations and
+  shapes (:mod:`strategies.cost_features`), fitted on every node the device measured, with
+  the relative error it is expected to make on a model it never saw (from leaving each
+  calibration model out), per operator.
 
-A node's ``input`` is the representation its primary (first tensor) argument is read in, its
-``output`` that of its first output; representations are named as ``TEXTURE_3D/WIDTH_PACKED``.
-A node the table cannot price costs nothing and is counted (``unpriced``): the prediction
-says how much of the program it covers.
+A prediction says how much of it was measured and how much fitted, and how far the fitted
+part can be trusted. Representations are named as ``TEXTURE_3D/WIDTH_PACKED``.
 
-The table in force is the file named by ``$LAYOUTBENCH_COSTS`` (the command line's
-``--costs`` sets it for every worker).
+The table in force is put there by whoever runs a strategy (:func:`table_in_force`): a sweep
+reads ``--costs`` once and carries the table to its workers; ExecuTorch constructs the layout
+pass itself, so a strategy finds the table here, not in its constructor.
 """
 
+import contextlib
 import functools
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layoutkit.errors import UnavailableError, UsageError
 
-if TYPE_CHECKING:  # the command line reads COSTS_ENV from here without importing torch
+if TYPE_CHECKING:  # the command line imports this module without torch
     import torch
 
     from strategies.representations import Repr
 
-COSTS_ENV = "LAYOUTBENCH_COSTS"
-FORMAT = "layoutbench-costs-1"
+COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
+FORMAT = "layoutbench-costs-2"
 NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
-            "`layoutbench calibrate` (docs/cost-table/h100.json and lavapipe.json are two)")
+            "`layoutbench calibrate` (docs/cost-table/h100.json is an H100's)")
+# Where the table has no error of its own for an operator (one it never measured): a guess
+# far from any measured operator's, so that nothing rides on it.
+UNSEEN_OPERATOR_ERROR = 1.0
+ANY = "*"  # a per-operator line for every pair of representations
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "bool": 1}
 
 
 def pair_name(representation: "Repr") -> str:
@@ -52,111 +54,232 @@ def pair_name(representation: "Repr") -> str:
 
 
 @dataclass(frozen=True)
-class LinearCost:
-    """``fixed_ms`` plus ``ns_per_unit`` per unit (output element, or byte copied)."""
+class Query:
+    """What to price: a node's ``signature`` read as ``input`` and written as ``output``
+    (a transition: its tensor's clone from ``input`` to ``output``); ``graph`` and ``node``
+    name it for the measured prices (empty for a transition)."""
 
-    fixed_ms: float
-    ns_per_unit: float
+    signature: dict = field(hash=False, compare=False)
+    input: str
+    output: str
+    transition: bool = False
+    graph: str = ""
+    node: str = ""
 
-    def ms(self, units: float) -> float:
-        return self.fixed_ms + self.ns_per_unit * units * 1e-6
+    @property
+    def operator(self) -> str:
+        from strategies.cost_features import TRANSITION
+
+        return TRANSITION if self.transition else self.signature["operator"]
+
+
+def transition_signature(shape, dtype: str) -> dict:
+    """The signature of the clone that moves a tensor of ``shape`` to another representation."""
+    return {"operator": "aten.clone.default", "args": [{"t": list(shape)}], "kwargs": {}, "outputs": [list(shape)],
+            "dtype": dtype}
+
+
+@dataclass(frozen=True)
+class Price:
+    """A query's time, whether it was measured on the node itself, and the relative error
+    expected of it (0 where measured)."""
+
+    ms: float
+    measured: bool
+    error: float
+
+
+class PerOperatorModel:
+    """A fixed cost plus a cost per output element (per byte copied, for transitions) for each
+    (operator, input, output), or for an operator in any representations (``*``, ``*``); queries
+    it has no line for cost nothing. Tables made by hand (tests, a quick guess) use it."""
+
+    kind = "per-operator"
+
+    def __init__(self, lines: dict):
+        self.lines = lines  # (operator, input, output) -> (fixed ms, ns per unit)
+
+    def predict(self, queries: list[Query]):
+        import math
+
+        import numpy as np
+
+        prices = []
+        for query in queries:
+            fixed, per_unit = (self.lines.get((query.operator, query.input, query.output))
+                               or self.lines.get((query.operator, ANY, ANY), (0.0, 0.0)))
+            shape = query.signature["outputs"][0] if query.signature["outputs"] else []
+            element_bytes = ELEMENT_BYTES.get(query.signature.get("dtype"), 4) if query.transition else 1
+            prices.append(fixed + per_unit * math.prod(shape) * element_bytes * 1e-6)
+        return np.array(prices, dtype=float)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "lines": [{"operator": op, "input": i, "output": o, "fixed_ms": f, "ns_per_unit": n}
+                                             for (op, i, o), (f, n) in sorted(self.lines.items())]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PerOperatorModel":
+        return cls({(e["operator"], e["input"], e["output"]): (float(e["fixed_ms"]), float(e["ns_per_unit"]))
+                    for e in data["lines"]})
+
+
+class GradientBoostedModel:
+    """log(ms) as gradient-boosted trees (LightGBM) over :mod:`strategies.cost_features`."""
+
+    kind = "lightgbm"
+
+    def __init__(self, booster_text: str, operators: list[str]):
+        self.booster_text, self.operators = booster_text, operators
+
+    @functools.cached_property
+    def booster(self):
+        import lightgbm
+
+        return lightgbm.Booster(model_str=self.booster_text)
+
+    def frame(self, queries: list[Query]):
+        """The feature table of ``queries``, the operator coded by this model's vocabulary."""
+        import pandas as pd
+
+        from strategies.cost_features import FEATURES, node_features
+
+        rows = [node_features(q.signature, q.input, q.output, q.transition) for q in queries]
+        frame = pd.DataFrame(rows, columns=list(FEATURES))
+        frame["operator"] = pd.Categorical(frame["operator"], categories=self.operators)
+        return frame
+
+    def predict(self, queries: list[Query]):
+        import numpy as np
+
+        if not queries:
+            return np.zeros(0)
+        return np.exp2(self.booster.predict(self.frame(queries), num_threads=1))
+
+    def __getstate__(self):  # a table travels to workers as text; the booster is rebuilt there
+        return {"booster_text": self.booster_text, "operators": self.operators}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "booster": self.booster_text, "operators": self.operators}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "GradientBoostedModel":
+        return cls(data["booster"], list(data["operators"]))
+
+
+MODEL_KINDS = {model.kind: model for model in (PerOperatorModel, GradientBoostedModel)}
 
 
 @dataclass
 class CostTable:
     device: str
-    nodes: dict = field(default_factory=dict)  # (graph, node, input, output) -> ms
-    operators: dict = field(default_factory=dict)  # (operator, input, output) -> LinearCost
-    pooled: dict = field(default_factory=dict)  # operator -> LinearCost
-    transitions: dict = field(default_factory=dict)  # (from, to) -> LinearCost
-    pooled_transition: LinearCost | None = None
+    model: object = field(default_factory=lambda: PerOperatorModel({}))
+    nodes: dict = field(default_factory=dict)  # (graph, node, input, output) -> measured ms
+    errors: dict = field(default_factory=dict)  # operator -> relative error expected of the fit
+    corpus: dict = field(default_factory=dict)  # what it was fitted on: models, programs, runs
     digest: str = ""
 
-    def __post_init__(self):
-        self._slowest: dict = {}  # (graph, node) -> its slowest measured pair
-        for (graph, node, _, _), ms in self.nodes.items():
-            self._slowest[(graph, node)] = max(ms, self._slowest.get((graph, node), 0.0))
-
-    def node_ms(self, graph: str, node: str, operator: str, input_name: str, output_name: str,
-                elements: int) -> float | None:
-        """A node's time in those representations, or None where the table cannot price it."""
-        measured = self.nodes.get((graph, node, input_name, output_name))
-        if measured is not None:
-            return measured
-        fitted = self.operators.get((operator, input_name, output_name)) or self.pooled.get(operator)
-        if fitted is None:
-            return None
-        return max(fitted.ms(elements), self._slowest.get((graph, node), 0.0))
-
-    def transition_ms(self, source: str, target: str, size_bytes: int) -> float | None:
-        fitted = self.transitions.get((source, target)) or self.pooled_transition
-        return None if fitted is None else fitted.ms(size_bytes)
+    def price(self, queries: list[Query]) -> list[Price]:
+        """Each query's price: measured where the table has the node in that pair, else fitted."""
+        fitted = self.model.predict(queries)
+        prices = []
+        for query, estimate in zip(queries, fitted):
+            measured = self.nodes.get((query.graph, query.node, query.input, query.output)) if query.node else None
+            if measured is not None:
+                prices.append(Price(measured, True, 0.0))
+            else:
+                prices.append(Price(float(estimate), False, self.errors.get(query.operator, UNSEEN_OPERATOR_ERROR)))
+        return prices
 
     def to_json(self) -> dict:
-        def linear(cost: LinearCost) -> dict:
-            return {"fixed_ms": cost.fixed_ms, "ns_per_unit": cost.ns_per_unit}
-
         return {
             "format": FORMAT,
             "device": self.device,
+            "corpus": self.corpus,
+            "errors": dict(sorted(self.errors.items())),
+            "model": self.model.to_json(),
             "nodes": [{"graph": g, "node": n, "input": i, "output": o, "ms": ms}
                       for (g, n, i, o), ms in sorted(self.nodes.items())],
-            "operators": [{"operator": op, "input": i, "output": o, **linear(c)}
-                          for (op, i, o), c in sorted(self.operators.items())],
-            "pooled": [{"operator": op, **linear(c)} for op, c in sorted(self.pooled.items())],
-            "transitions": [{"from": f, "to": t, **linear(c)} for (f, t), c in sorted(self.transitions.items())],
-            "pooled_transition": linear(self.pooled_transition) if self.pooled_transition else None,
         }
 
     @classmethod
     def from_json(cls, data: dict, digest: str = "") -> "CostTable":
-        def linear(entry: dict) -> LinearCost:
-            return LinearCost(float(entry["fixed_ms"]), float(entry["ns_per_unit"]))
-
-        pooled_transition = data.get("pooled_transition")
+        model = data["model"]
+        if model.get("kind") not in MODEL_KINDS:
+            raise ValueError(f"its model is of kind {model.get('kind')!r}, not one of {sorted(MODEL_KINDS)}")
         return cls(
             device=data["device"],
+            model=MODEL_KINDS[model["kind"]].from_json(model),
             nodes={(e["graph"], e["node"], e["input"], e["output"]): float(e["ms"]) for e in data["nodes"]},
-            operators={(e["operator"], e["input"], e["output"]): linear(e) for e in data["operators"]},
-            pooled={e["operator"]: linear(e) for e in data["pooled"]},
-            transitions={(e["from"], e["to"]): linear(e) for e in data["transitions"]},
-            pooled_transition=linear(pooled_transition) if pooled_transition else None,
+            errors={op: float(error) for op, error in data.get("errors", {}).items()},
+            corpus=data.get("corpus", {}),
             digest=digest,
         )
 
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=1) + "\n").encode()
 
-@functools.cache
-def _load(path: str, mtime_ns: int) -> CostTable:
-    body = Path(path).read_bytes()
+    def identified(self) -> "CostTable":
+        """This table with the digest its file will have."""
+        self.digest = body_digest(self.to_bytes())
+        return self
+
+    @property
+    def name(self) -> str:
+        """How records name it (their environment's ``gpu_costs``)."""
+        return f"{self.device}:{self.digest}"
+
+
+def body_digest(body: bytes) -> str:
+    """A table's digest: of its file's bytes (:meth:`CostTable.to_bytes`), part of every record's identity."""
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def parse(body: bytes, name: str = "the table") -> CostTable:
+    """A table from the bytes of its file (its digest is theirs)."""
     try:
         data = json.loads(body)
         if data.get("format") != FORMAT:
             raise ValueError(f"its format is {data.get('format')!r}, not {FORMAT!r}")
-        return CostTable.from_json(data, hashlib.sha256(body).hexdigest()[:16])
+        return CostTable.from_json(data, body_digest(body))
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise UsageError(f"{path} is not a cost table written by `layoutbench calibrate` ({error})") from None
+        raise UsageError(f"{name} is not a cost table written by `layoutbench calibrate` ({error})") from None
 
 
 def load(path) -> CostTable:
-    """The cost table in ``path`` (read once while the file is unchanged)."""
+    """The cost table in ``path``, read once: a caller keeps it, rather than reading the file again."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"cost table {path} does not exist; write one with `layoutbench calibrate`")
-    return _load(str(path.resolve()), path.stat().st_mtime_ns)
+    return parse(path.read_bytes(), str(path))
+
+
+_in_force: CostTable | None = None
+
+
+@contextlib.contextmanager
+def table_in_force(table: CostTable | None):
+    """``table`` is the one strategies price with, inside the block."""
+    global _in_force
+    saved, _in_force = _in_force, table
+    try:
+        yield table
+    finally:
+        _in_force = saved
 
 
 def active_table() -> CostTable | None:
-    """The table ``$LAYOUTBENCH_COSTS`` names, or None."""
-    path = os.environ.get(COSTS_ENV)
-    return load(path) if path else None
+    """The table in force, or None."""
+    return _in_force
 
 
 def required_table() -> CostTable:
     """The table in force; a strategy that needs one is skipped, saying how to get one, without."""
-    table = active_table()
-    if table is None:
+    if _in_force is None:
         raise UnavailableError(NO_TABLE)
-    return table
+    return _in_force
 
 
 def graph_digest(graph_module: "torch.fx.GraphModule", inserted: frozenset = frozenset()) -> str:

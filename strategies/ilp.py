@@ -52,7 +52,7 @@ def _time_start(problem: LayoutProblem, table, time_limit: float) -> tuple[dict,
     except InvalidAssignmentError:
         pass
     candidates = [c for c in candidates if c is not None]
-    return min(candidates, key=lambda c: problem.predicted_ms(table, *c)[0]) if candidates else None
+    return min(candidates, key=lambda c: problem.predicted_ms(table, *c)) if candidates else None
 
 
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
@@ -86,7 +86,7 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     use_reprs = [chosen(choices) for choices in y]
     needed = needed_transitions(problem, tensor_reprs, use_reprs)
     if objective == "time":
-        cost = problem.predicted_ms(table, tensor_reprs, use_reprs)[0]
+        cost = problem.predicted_ms(table, tensor_reprs, use_reprs)
         bound = info.mip_dual_bound - formulation.tie_budget if math.isfinite(info.mip_dual_bound) else 0.0
     else:
         cost = sum(problem.transition_cost(s, r, objective) for s, r in needed)

@@ -184,7 +184,7 @@ def _price_operator(model: _Model, problem: LayoutProblem, table: CostTable, op:
     # Where a sync rule ties the two, only pairs with one packed-dim info can occur.
     synced = any(g.op == op and ("use", primary) in g.members and ("tensor", output_key) in g.members
                  for g in problem.sync_groups)
-    costs = {(a, b): problem.node_ms(table, op, a, b) or 0.0 for a in inputs for b in output
+    costs = {(a, b): problem.node_ms(table, op, a, b) for a in inputs for b in output
              if not synced or packed_dim_info(a) == packed_dim_info(b)}
     by_output = {b: {ms for (_, out), ms in costs.items() if out == b} for b in output}
     if all(len(times) == 1 for times in by_output.values()):  # the input does not matter

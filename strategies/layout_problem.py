@@ -18,7 +18,9 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
 from layoutkit.errors import InvalidAssignmentError
-from strategies.gpu_costs import CostTable, graph_digest, pair_name
+from strategies.gpu_costs import CostTable, Price, Query, graph_digest, pair_name, transition_signature
+from strategies.cost_features import TRANSITION
+from strategies.node_signature import signature
 from strategies.representations import (
     DEFAULT_REPR,
     Repr,
@@ -41,6 +43,7 @@ class Tensor:
     domain: list[Repr]
     shape: tuple[int, ...]
     element_bytes: int
+    dtype: str = "float32"
 
 
 @dataclass
@@ -55,12 +58,34 @@ class Use:
 
 @dataclass
 class Operator:
-    """What prices an operator node: its operator, output elements and the use of its
-    primary (first tensor) argument, if it reads one."""
+    """What prices an operator node: its signature (operator, shapes, arguments) and the use
+    of its primary (first tensor) argument, if it reads one."""
 
     operator: str
-    elements: int
+    signature: dict
     primary_use: int | None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """An assignment's predicted time (ms): in all, the part measured on these very nodes,
+    and the fitted rest per operator with the relative error expected of it."""
+
+    ms: float = 0.0
+    measured_ms: float = 0.0
+    fitted: dict = field(default_factory=dict)  # operator -> (fitted ms, relative error expected)
+
+    @property
+    def error_ms(self) -> float:
+        """The error expected of the whole: an operator's nodes err together (one fit, alike
+        shapes), different operators independently."""
+        return math.sqrt(sum((ms * error) ** 2 for ms, error in self.fitted.values()))
+
+    def __add__(self, other: "Prediction") -> "Prediction":
+        fitted = dict(self.fitted)
+        for operator, (ms, error) in other.fitted.items():
+            fitted[operator] = (fitted.get(operator, (0.0, error))[0] + ms, error)
+        return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms, fitted)
 
 
 @dataclass
@@ -81,6 +106,7 @@ class LayoutProblem:
     op_outputs: dict[str, list[TensorKey]] = field(default_factory=dict)
     operators: dict[str, Operator] = field(default_factory=dict)
     graph: str = ""  # the digest cost tables know the partition's nodes by
+    _prices: dict = field(default_factory=dict, repr=False, compare=False)  # per table: see prices()
 
     def transition_cost(self, source: TensorKey, target: Repr, objective: str) -> float:
         if objective == "count":
@@ -93,15 +119,49 @@ class LayoutProblem:
         tensor = self.tensors[key]
         return math.prod(tensor.shape) * tensor.element_bytes
 
-    def node_ms(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> float | None:
-        """An operator node's time in the table when it reads its primary argument as
-        ``input_repr`` and writes ``output_repr``."""
-        info = self.operators[op]
-        return table.node_ms(self.graph, op, info.operator, pair_name(input_repr) if input_repr else "",
-                             pair_name(output_repr), info.elements)
+    def prices(self, table: CostTable) -> tuple[dict, dict]:
+        """Every price an assignment can need, asked of ``table`` at once: per operator node and
+        (primary input, output) representation pair its domains allow, and per source tensor,
+        representation it can have and representation a use can read it in. Kept per table."""
+        key = (id(table), table.digest)
+        if key not in self._prices:
+            node_keys, queries = [], []
+            for op, info in self.operators.items():
+                inputs = self.uses[info.primary_use].domain if info.primary_use is not None else [None]
+                for a in inputs:
+                    for b in self.tensors[self.op_outputs[op][0]].domain:
+                        node_keys.append((op, a, b))
+                        queries.append(Query(info.signature, pair_name(a) if a else "", pair_name(b), False,
+                                             self.graph, op))
+            targets: dict = {}
+            for use in self.uses:
+                for source in use.sources:
+                    targets.setdefault(source, set()).update(use.domain)
+            transition_keys = []
+            for source, reads in targets.items():
+                tensor = self.tensors[source]
+                moved = transition_signature(tensor.shape, tensor.dtype)
+                for f in tensor.domain:
+                    for r in sorted(reads - {f}):
+                        transition_keys.append((source, f, r))
+                        queries.append(Query(moved, pair_name(f), pair_name(r), True))
+            priced = table.price(queries)
+            self._prices[key] = (dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):])))
+        return self._prices[key]
 
-    def transition_ms(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> float | None:
-        return table.transition_ms(pair_name(source_repr), pair_name(target), self.tensor_size(source))
+    def node_price(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> Price:
+        """An operator node's price when it reads its primary argument as ``input_repr`` and
+        writes ``output_repr``."""
+        return self.prices(table)[0][(op, input_repr, output_repr)]
+
+    def transition_price(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> Price:
+        return self.prices(table)[1][(source, source_repr, target)]
+
+    def node_ms(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> float:
+        return self.node_price(table, op, input_repr, output_repr).ms
+
+    def transition_ms(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> float:
+        return self.transition_price(table, source, source_repr, target).ms
 
     def operator_reprs(self, tensor_reprs: dict, use_reprs: list):
         """Under an assignment, each operator node with the representation it reads its primary
@@ -110,21 +170,32 @@ class LayoutProblem:
             primary = use_reprs[info.primary_use] if info.primary_use is not None else None
             yield op, primary, tensor_reprs[self.op_outputs[op][0]]
 
-    def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> tuple[float, int]:
-        """An assignment's time under ``table`` (operators and transitions) and how many of
-        its nodes the table could not price."""
-        total, unpriced = 0.0, 0
-        for op, primary, output in self.operator_reprs(tensor_reprs, use_reprs):
-            ms = self.node_ms(table, op, primary, output)
-            total, unpriced = (total + ms, unpriced) if ms is not None else (total, unpriced + 1)
-        for source, target in needed_transitions(self, tensor_reprs, use_reprs):
-            ms = self.transition_ms(table, source, tensor_reprs[source], target)
-            total, unpriced = (total + ms, unpriced) if ms is not None else (total, unpriced + 1)
-        return total, unpriced
+    def prediction(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> Prediction:
+        """An assignment's time under ``table``: its operators' and transitions' prices."""
+        total = measured = 0.0
+        fitted: dict = {}
+        priced = [(self.operators[op].operator, self.node_price(table, op, primary, output))
+                  for op, primary, output in self.operator_reprs(tensor_reprs, use_reprs)]
+        priced += [(TRANSITION, self.transition_price(table, source, tensor_reprs[source], target))
+                   for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
+        for operator, price in priced:
+            total += price.ms
+            if price.measured:
+                measured += price.ms
+            else:
+                fitted[operator] = (fitted.get(operator, (0.0, 0.0))[0] + price.ms, price.error)
+        return Prediction(total, measured, fitted)
+
+    def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> float:
+        return self.prediction(table, tensor_reprs, use_reprs).ms
 
     def domain_of(self, member) -> list[Repr]:
         kind, ref = member
         return self.tensors[ref].domain if kind == "tensor" else self.uses[ref].domain
+
+
+def _dtype(value: torch.Tensor) -> str:
+    return str(value.dtype).removeprefix("torch.")
 
 
 def _tensor_key(node: torch.fx.Node) -> TensorKey:
@@ -151,7 +222,7 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
             domain = reprs_of(repsets.get_out_repset(k), val.dtype)
             if layout_pass.force_fp16:
                 domain = [r for r in domain if r[0] == VkStorageType.TEXTURE_3D] or domain
-            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape), val.element_size())
+            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape), val.element_size(), _dtype(val))
             outputs.append(key)
         problem.op_outputs[node.name] = outputs
 
@@ -166,7 +237,7 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
                 consumer_domains.setdefault(key, []).extend(domain)
                 if key not in problem.tensors and member.target != operator.getitem:
                     val = node_values(member)[0]
-                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape), val.element_size())
+                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape), val.element_size(), _dtype(val))
             use_indices[i] = len(problem.uses)
             problem.uses.append(Use(node.name, i, sources, domain))
 
@@ -179,8 +250,7 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
             groups.append([("use", use_indices[repsets.primary_arg_idx]), ("tensor", outputs[0])])
         problem.sync_groups.extend(SyncGroup(node.name, members) for members in groups)
         problem.operators[node.name] = Operator(
-            op_name(node.target), sum(v.numel() for v in node_values(node) if isinstance(v, torch.Tensor)),
-            min(use_indices.values()) if use_indices else None)
+            op_name(node.target), signature(node), min(use_indices.values()) if use_indices else None)
 
     # Partition inputs are free: any representation some consumer accepts.
     for key, tensor in problem.tensors.items():

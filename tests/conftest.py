@@ -39,13 +39,14 @@ os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 import models  # noqa: E402
 from harness.cache import KINDS  # noqa: E402
 from harness.targets.vulkan import runners  # noqa: E402
-from strategies.gpu_costs import COSTS_ENV, CostTable, LinearCost  # noqa: E402
+from strategies.cost_features import TRANSITION  # noqa: E402
+from strategies.gpu_costs import ANY, COSTS_ENV, CostTable, PerOperatorModel  # noqa: E402
 
 QUICK_ZOO = models.list_models(zoo="quick")
 
 # Transitions priced alike, operators not at all: ilp-time then solves as quickly as ilp on
 # every model. Tests of time itself (tests/test_gpu_time.py) put their own tables in force.
-TRANSITIONS_ONLY = CostTable("transitions only", pooled_transition=LinearCost(0.005, 0.01))
+TRANSITIONS_ONLY = CostTable("transitions only", PerOperatorModel({(TRANSITION, ANY, ANY): (0.005, 0.01)}))
 _table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transitions-only.json")
 with open(_table, "w") as _file:
     json.dump(TRANSITIONS_ONLY.to_json(), _file)

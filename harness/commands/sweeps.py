@@ -1,6 +1,7 @@
 """The commands that sweep or judge a sweep: run, compare, gate and calibrate."""
 
 import sys
+from pathlib import Path
 
 from harness.commands import PROGRAM
 from harness.commands.output import SweepProgress, render_records
@@ -40,9 +41,12 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
 
     plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
     store = RecordStore(args.out)
+    from strategies import gpu_costs
+
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
                              RunSettings(warmup=args.warmup, iterations=args.iterations,
-                                         processes=args.processes))
+                                         processes=args.processes),
+                             gpu_costs.load(args.costs) if args.costs else None)
     execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
     measured = reused = skipped = 0
     with store.writing(wait=not args.no_wait), SweepProgress(len(plan)) as progress:
@@ -110,33 +114,55 @@ def calibrate(args) -> int:
     from harness.errors import UsageError
 
     if not (args.fit or args.models or args.zoo):
-        raise UsageError("say what to calibrate on (--models or --zoo), or which runs to fit (--fit RESULTS ...)")
+        raise UsageError("say what to calibrate on (--models or --zoo), or which runs to fit (--fit RUNS ...)")
     if args.fit and (args.models or args.zoo):
         raise UsageError("--fit fits runs already made; drop --models/--zoo")
     if not args.fit:
         start_local_workers(args)
     import models
     import strategies
-    from harness.inspection.costs import fit_cost_model, write_cost_model
+    from harness.inspection import calibration
     from harness.results.results_dir import ResultsDir
     from strategies.calibration import MAX_ROUNDS, round_name
 
     if args.rounds > MAX_ROUNDS:
         raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
-    names = None
     if not args.fit:
         names = [round_name(n) for n in range(1, args.rounds + 1)]
         names += strategies.resolve_strategies(args.strategies) if args.strategies else []
         records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
-    try:
-        table = fit_cost_model(args.fit or [args.out], names)
-    except FileNotFoundError as error:
-        raise UsageError(str(error)) from None
-    path = write_cost_model(table, args.table or ResultsDir(args.out).cost_table)
-    print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices, "
-          f"{len(table.operators)} (operator, representations) fits, {len(table.transitions)} transition fits",
-          file=sys.stderr)
+    measurements = calibration.load_measurements(args.fit or [args.out])
+    if args.nodes:
+        print(f"{PROGRAM}: measured nodes kept in {calibration.write_measurements(measurements, args.nodes)}",
+              file=sys.stderr)
+    if args.validate:
+        return _validate(args, measurements)
+    table = calibration.fit(measurements)
+    path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(table.to_bytes())
+    print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
+          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and a fit", file=sys.stderr)
     print(path)
+    return 0
+
+
+def _validate(args, measurements) -> int:
+    """Leave one model out: the held-out tables, every program's prediction, and per model a summary."""
+    from harness.inspection import calibration
+    from harness.results.table import format_number
+
+    out = Path(args.out)
+    programs, tables = calibration.leave_one_model_out(measurements)
+    for model, table in tables.items():
+        path = out / "held-out" / f"{model}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(table.to_bytes())
+    programs.to_csv(out / "validation.csv", index=False)
+    summary = calibration.validation_summary(programs)
+    print(summary.to_string(index=False, float_format=format_number))
+    print(f"{PROGRAM}: {len(tables)} held-out tables in {out / 'held-out'}, every program's prediction in "
+          f"{out / 'validation.csv'}", file=sys.stderr)
     return 0

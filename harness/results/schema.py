@@ -116,7 +116,6 @@ METRICS = {m.name: m for m in (
     # predicted from a device's cost table (--costs): deterministic for one table and one program
     Metric("predicted_gpu_ms", "ms", "Predicted GPU time of one inference (cost table)", gate="1%",
            heading="pred gpu", chart=1, report=True),
-    Metric("predicted_unpriced_nodes", "count", "Nodes the cost table could not price"),
     # How far a prediction can be trusted (absent from records of older tables).
     Metric("predicted_measured_share", "fraction", "Share of the predicted time priced from nodes measured on "
            "this model", better=None, column="measured share"),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import models
 import strategies
+from strategies import gpu_costs
 from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
 from harness.results.provenance import code_digest, identity_fields, provenance
@@ -152,7 +153,8 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
     strategy_digests = {s: code_digest(strategies.get_strategy(s)) if s else None for s in chosen}
     known = {} if fresh else _reusable(store)
     # Asked once, before any worker starts: a strategy lacking something here (ilp-time, a cost table).
-    strategy_unavailable = {s: strategies.unavailable_reason(s) for s in chosen if s}
+    with gpu_costs.table_in_force(context.costs):
+        strategy_unavailable = {s: strategies.unavailable_reason(s) for s in chosen if s}
 
     def emit(record: dict, measured: bool = True) -> None:
         store.append(record)

@@ -21,7 +21,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.gpu_costs import CostTable
-from strategies.layout_problem import extract, read_assignment
+from strategies.layout_problem import Prediction, extract, read_assignment
 from strategies.representations import QUANTIZED_DTYPES, first_repr, node_values, repr_name, tensor_bytes
 
 _VK_DTYPE_BYTES = {
@@ -193,15 +193,20 @@ def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
     return cpu_ops(lowered.lowering.edge_manager)
 
 
-def predicted_gpu_ms(lowered: LoweredProgram, table: CostTable) -> tuple[float, int]:
-    """The program's GPU time per inference under a cost table: every operator node in the
-    representations the strategy gave it, plus its transitions (ET-VK's copies of inputs
-    and outputs aside); and the nodes the table could not price."""
-    total, unpriced = 0.0, 0
+def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
+    """The program's GPU time per inference under a cost table (``predicted_gpu_ms``): every
+    operator node in the representations the strategy gave it, plus its transitions (ET-VK's
+    copies of inputs and outputs aside); the share of it priced by nodes measured on this very
+    model (``predicted_measured_share``), and the relative error expected of the whole
+    (``predicted_error_expected``: the fitted rest's)."""
+    prediction = Prediction()
     for partition in lowered.partitions:
         graph_module = partition.program.graph_module
         inserted = frozenset(n.name for n in graph_module.graph.nodes if is_transition(n, partition.prefix_node_names))
         problem = extract(partition.layout_pass, graph_module, inserted)
-        ms, missing = problem.predicted_ms(table, *read_assignment(problem, graph_module))
-        total, unpriced = total + ms, unpriced + missing
-    return total, unpriced
+        prediction += problem.prediction(table, *read_assignment(problem, graph_module))
+    return {
+        "predicted_gpu_ms": prediction.ms,
+        "predicted_measured_share": prediction.measured_ms / prediction.ms if prediction.ms else None,
+        "predicted_error_expected": prediction.error_ms / prediction.ms if prediction.ms else None,
+    }

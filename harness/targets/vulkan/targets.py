@@ -58,7 +58,7 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) 
     fields.update(strategies.summarize(strategy_cls, [p.layout_pass for p in lowered.partitions]))
     table = gpu_costs.active_table()
     if table is not None:
-        fields["predicted_gpu_ms"], fields["predicted_unpriced_nodes"] = metrics.predicted_gpu_ms(lowered, table)
+        fields.update(metrics.predicted_gpu_time(lowered, table))
     return lowered, pte
 
 
@@ -100,15 +100,15 @@ class Vulkan(Target):
     metrics = ("transitions", "transition_bytes", "int8_transitions", "int8_transition_bytes", "delegate_memory_bytes",
                "transition_memory_bytes", "partitions", "delegate_ops", "ops_outside_delegate", "own_clones",
                "pte_bytes", "pass_seconds", "finish_seconds", "serialize_seconds", "prefix_seconds", "optimal",
-               "predicted_gpu_ms", "predicted_unpriced_nodes")
+               "predicted_gpu_ms", "predicted_measured_share", "predicted_error_expected")
 
     def environment(self, context: MeasureContext) -> dict:
         """The cost table too, where one is in force: it prices ``predicted_gpu_ms`` and
         decides ``ilp-time``."""
         environment = super().environment(context)
-        table = gpu_costs.active_table()
+        table = context.costs
         if table is not None:
-            environment["gpu_costs"] = f"{table.device}:{table.digest}"
+            environment["gpu_costs"] = table.name
         return environment
 
     def load_cached_model(self, model) -> None:

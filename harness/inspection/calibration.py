@@ -1,0 +1,300 @@
+"""A device's cost table from its runs, and how well it predicts models it never saw.
+
+:func:`measured_nodes` reads what a device's runs measured: one row per node of every program
+(operators and transitions; ET-VK's copies of inputs and outputs aside) with its signature,
+the representations it read and wrote, and its GPU time, the median over the program's
+runtime processes of each one's median over its inferences. :func:`write_nodes` keeps them
+as one file (the calibration's kept runs: JSON Lines, gzipped), which :func:`read_nodes`
+reads back; everything below starts from that frame.
+
+:func:`fit` makes the table (:class:`strategies.gpu_costs.CostTable`): the measured prices of
+every (node, input, output) and gradient-boosted trees (LightGBM) of log2(ms) over
+:mod:`strategies.cost_features`, weighted so a node counts by its time, and the relative
+error the fit is expected to make per operator on a model it never saw: the trees refitted
+with a few models left out at a time, each left-out model's time of each operator predicted
+and compared with what it measured (the median of those errors over models).
+
+:func:`leave_one_model_out` is the proof: for each model, a table fitted without any of its
+nodes predicts each of its programs, compared with what the program measured.
+"""
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
+from harness.results.store import RecordStore, latest
+from harness.targets.vulkan.dispatches import STAGING, read_dispatches
+from harness.targets.vulkan.targets import read_node_map
+from strategies.cost_features import FEATURES, TRANSITION, node_features
+from strategies.gpu_costs import CostTable, GradientBoostedModel, Query
+
+NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
+                "signature", "ms", "processes"]
+PROGRAM = ["run", "model", "strategy"]
+PROGRAM_COLUMNS = [*PROGRAM, "costs", "process_ms"]  # the table it was lowered under; each process's summed time
+
+
+@dataclass
+class Measurements:
+    """What one device's runs measured: a row per node (``NODE_COLUMNS``) and per program
+    (``PROGRAM_COLUMNS``)."""
+
+    device: str
+    nodes: pd.DataFrame
+    programs: pd.DataFrame
+
+    def without(self, model: str) -> "Measurements":
+        return Measurements(self.device, self.nodes[self.nodes["model"] != model],
+                            self.programs[self.programs["model"] != model])
+FOLDS = 5  # models left out together when the fit's expected errors are measured
+ERROR_QUANTILE = 0.5  # of the per-model errors of an operator: the error expected of it
+BOOSTING = {
+    "objective": "regression", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 5,
+    "feature_fraction": 0.9, "lambda_l2": 1.0, "max_cat_to_onehot": 64, "cat_smooth": 5,
+    "deterministic": True, "force_row_wise": True, "num_threads": 1, "seed": 0, "verbose": -1,
+}
+ROUNDS = 600
+
+
+def _etdumps(pte: Path) -> list[Path]:
+    """Every runtime process's ETDump kept beside a program (``<stem>.etdump``, ``<stem>.N.etdump``)."""
+    own = re.compile(rf"{re.escape(pte.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
+    return sorted(p for p in pte.parent.iterdir() if own.fullmatch(p.name))
+
+
+def _program_nodes(pte: Path) -> tuple[pd.DataFrame, list[float]]:
+    """A program's nodes, and each runtime process's summed time of them."""
+    nodes = read_node_map(pte)
+    per_process = []
+    for etdump in _etdumps(pte):
+        frame = read_dispatches(etdump, nodes)
+        frame = frame[frame["operator"] != STAGING]
+        per_process.append(frame.groupby(["partition", "node_id"])["gpu_ms"].sum())
+    times = pd.concat(per_process, axis=1)
+    rows = []
+    for partition in nodes["partitions"]:
+        for node_id, node in enumerate(partition["nodes"]):
+            key = (partition["partition"], node_id)
+            if key not in times.index:
+                continue  # ran no dispatch (a prepack, a view that aliases)
+            rows.append({"partition": partition["partition"], "graph": partition["graph"], "node": node["node"],
+                         "operator": TRANSITION if node["transition"] else node["operator"],
+                         "transition": node["transition"], "input": (node["inputs"] or [""])[0],
+                         "output": node["output"] or "", "signature": node["signature"],
+                         "ms": float(times.loc[key].median()), "processes": int(times.loc[key].notna().sum())})
+    return pd.DataFrame(rows), [float(total) for total in times.sum()]
+
+
+def measured(results_dirs: list[Path]) -> Measurements:
+    """Every program (an ok vulkan-run record with ETDumps) in ``results_dirs``, each one run
+    of one device, and its nodes, as described in the module."""
+    frames, programs, devices = [], [], set()
+    for run, directory in enumerate(results_dirs):
+        for record in latest(RecordStore(directory).read()):
+            if record["target"] != "vulkan-run" or record["status"] != "ok":
+                continue
+            pte = ResultsDir(directory).program(record["model"], record["strategy"])
+            if not (ResultsDir.beside(pte, "node_map").exists() and _etdumps(pte)):
+                continue
+            environment = record.get("environment") or {}
+            devices.add(environment.get("vulkan_device") or "unknown")
+            nodes, process_ms = _program_nodes(pte)
+            frames.append(nodes.assign(model=record["model"], strategy=record["strategy"], run=run))
+            programs.append([run, record["model"], record["strategy"], environment.get("gpu_costs"), process_ms])
+    if not frames:
+        raise UsageError(f"{', '.join(map(str, results_dirs))}: no ok vulkan-run record with ETDumps: run "
+                         "`layoutbench run --target vulkan-run` (or remote_runner.py and import-remote) first")
+    return Measurements(_one_device(devices), pd.concat(frames, ignore_index=True)[NODE_COLUMNS],
+                        pd.DataFrame(programs, columns=PROGRAM_COLUMNS))
+
+
+def _one_device(devices: set) -> str:
+    if len(devices) != 1:
+        raise UsageError(f"a cost table is of one device; these runs are of {', '.join(sorted(devices))}")
+    return devices.pop()
+
+
+def write_measurements(measurements: Measurements, path: Path) -> Path:
+    """Gzipped JSON Lines: a header (the device, the columns, the programs), then a line per node."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"device": measurements.device, "columns": NODE_COLUMNS, "program_columns": PROGRAM_COLUMNS,
+              "programs": measurements.programs[PROGRAM_COLUMNS].values.tolist()}
+    with gzip.open(path, "wt") as out:
+        out.write(json.dumps(header) + "\n")
+        for row in measurements.nodes[NODE_COLUMNS].itertuples(index=False):
+            out.write(json.dumps(list(row)) + "\n")
+    return path
+
+
+def read_measurements(path: Path) -> Measurements:
+    try:
+        with gzip.open(path, "rt") as lines:
+            header = json.loads(next(lines))
+            nodes = pd.DataFrame([json.loads(line) for line in lines], columns=header["columns"])
+        programs = pd.DataFrame(header["programs"], columns=header["program_columns"])
+        return Measurements(header["device"], nodes, programs)
+    except (OSError, ValueError, KeyError, StopIteration) as error:
+        raise UsageError(f"{path} holds no measurements written by `layoutbench calibrate --nodes` ({error})") from None
+
+
+def load_measurements(sources: list[Path]) -> Measurements:
+    """What results directories (one run each) and kept files (``.jsonl.gz``) measured, together."""
+    directories = [Path(s) for s in sources if not Path(s).is_file()]
+    parts = [read_measurements(Path(s)) for s in sources if Path(s).is_file()]
+    parts += [measured(directories)] if directories else []
+    device = _one_device({part.device for part in parts})
+    runs = 0
+    for part in parts:  # runs numbered anew, so that two sources' runs stay apart
+        part.nodes["run"] += runs
+        part.programs["run"] += runs
+        runs = int(part.programs["run"].max()) + 1
+    return Measurements(device, pd.concat([p.nodes for p in parts], ignore_index=True),
+                        pd.concat([p.programs for p in parts], ignore_index=True))
+
+
+def _queries(frame: pd.DataFrame) -> list[Query]:
+    return [Query(row.signature, row.input, row.output, row.transition, row.graph, row.node)
+            for row in frame.itertuples(index=False)]
+
+
+def _training_set(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (graph, node, input, output) measured: its median time over the programs
+    and runs that measured it. A transition is its program's own (clones of two programs
+    share names, not tensors)."""
+    frame = frame.assign(key=frame["node"].where(~frame["transition"], frame["strategy"] + "/" + frame["node"]))
+    key = ["graph", "key", "transition", "input", "output"]
+    first = frame.drop_duplicates(key).set_index(key)
+    medians = frame.groupby(key)["ms"].median()
+    return first.drop(columns="ms").join(medians).reset_index().drop(columns="key")
+
+
+def _boost(training: pd.DataFrame) -> GradientBoostedModel:
+    import lightgbm
+
+    queries = _queries(training)
+    operators = sorted(training["operator"].unique())
+    features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition) for q in queries],
+                            columns=list(FEATURES))
+    features["operator"] = pd.Categorical(features["operator"], categories=operators)
+    ms = training["ms"].to_numpy()
+    dataset = lightgbm.Dataset(features, label=np.log2(ms), weight=np.sqrt(ms / ms.mean()),
+                               categorical_feature=["operator"], free_raw_data=False)
+    booster = lightgbm.train(BOOSTING, dataset, num_boost_round=ROUNDS)
+    return GradientBoostedModel(booster.model_to_string(), operators)
+
+
+def _operator_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
+    """Per (model, operator): |sum predicted - sum measured| / sum measured over the model's
+    programs' nodes of that operator."""
+    summed = frame.assign(predicted=predicted).groupby(["model", "operator"])[["predicted", "ms"]].sum()
+    return ((summed["predicted"] - summed["ms"]).abs() / summed["ms"]).rename("error").reset_index()
+
+
+def _fold_of(models: list[str], folds: int) -> dict:
+    return {model: index % folds for index, model in enumerate(sorted(models))}
+
+
+def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
+    """The cost table of ``measurements`` (see the module)."""
+    frame = measurements.nodes
+    training = _training_set(frame)
+    nodes = {(r.graph, r.node, r.input, r.output): float(r.ms) for r in training.itertuples(index=False)
+             if not r.transition}
+    table = CostTable(measurements.device, _boost(training), nodes)
+    models = sorted(frame["model"].unique())
+    fold = frame["model"].map(_fold_of(models, min(folds, len(models))))
+    errors = []
+    for held_out in sorted(fold.unique()) if len(models) > 1 else []:
+        kept, left = frame[fold != held_out], frame[fold == held_out]
+        model = _boost(_training_set(kept))
+        errors.append(_operator_errors(left, model.predict(_queries(left))))
+    if errors:
+        by_operator = pd.concat(errors).groupby("operator")["error"].quantile(ERROR_QUANTILE)
+        table.errors = {op: float(error) for op, error in by_operator.items()}
+    table.corpus = {"models": models, "programs": len(measurements.programs),
+                    "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
+    return table.identified()
+
+
+def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
+    """Per program: what it measured (the median and range of its processes' summed times)
+    and what ``table`` predicts of its nodes."""
+    predicted = [price.ms for price in table.price(_queries(measurements.nodes))]
+    by_program = measurements.nodes.assign(predicted=predicted).groupby(PROGRAM)["predicted"].sum()
+    programs = measurements.programs.set_index(PROGRAM)
+    process_ms = programs["process_ms"]
+    return pd.DataFrame({
+        "costs": programs["costs"],
+        "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min), "high_ms": process_ms.map(max),
+        "predicted_ms": by_program,
+    }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
+
+
+def leave_one_model_out(measurements: Measurements, models: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+    """Per program of each model: its time predicted by a table fitted without that model, and
+    what it measured; and the tables (model -> CostTable), each with its own expected errors."""
+    results, tables = [], {}
+    for model in models or sorted(measurements.programs["model"].unique()):
+        table = tables[model] = fit(measurements.without(model))
+        own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
+                           measurements.programs[measurements.programs["model"] == model])
+        results.append(predicted_programs(own, table).assign(table=table.name))
+    return pd.concat(results, ignore_index=True), tables
+
+
+def _strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
+    """The programs of layout strategies (calibration rounds aside), one per (model, strategy):
+    all runs' processes together; an ilp-time program counts only where it was lowered under
+    the table that predicts it (its model's held-out table)."""
+    from strategies.calibration import is_round
+
+    chosen = programs[~programs["strategy"].map(is_round)]
+    chosen = chosen[(chosen["strategy"] != "ilp-time") | (chosen["costs"] == chosen["table"])]
+    rows = []
+    for (model, strategy), group in chosen.groupby(["model", "strategy"]):
+        rows.append({"model": model, "strategy": strategy, "measured_ms": group["measured_ms"].median(),
+                     "low_ms": group["low_ms"].min(), "high_ms": group["high_ms"].max(),
+                     "predicted_ms": group["predicted_ms"].median()})
+    return pd.DataFrame(rows, columns=["model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"])
+
+
+def validation_summary(programs: pd.DataFrame) -> pd.DataFrame:
+    """Per model, from :func:`leave_one_model_out`'s programs: the median and worst absolute
+    error over its strategies' programs; of the pairs of them whose measured times differ
+    beyond their ranges, how many the held-out table orders as measured; and ilp-time (lowered
+    under the held-out table) against the faster of ilp and bfs-downstream, and against
+    bfs-downstream, measured (``beyond_spread``: slower than the faster one's slowest process)."""
+    strategy_programs = _strategy_programs(programs)
+    rows = []
+    for model, group in strategy_programs.groupby("model"):
+        by_strategy = group.set_index("strategy")
+        errors = (group["predicted_ms"] / group["measured_ms"] - 1).abs()
+        pairs = agreeing = 0
+        for a in by_strategy.index:
+            for b in by_strategy.index:
+                first, second = by_strategy.loc[a], by_strategy.loc[b]
+                if a < b and (first["high_ms"] < second["low_ms"] or second["high_ms"] < first["low_ms"]):
+                    pairs += 1
+                    agreeing += (first["measured_ms"] < second["measured_ms"]) == (
+                        first["predicted_ms"] < second["predicted_ms"])
+        row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
+               "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,
+               "ilp_time_vs_bfs_downstream": None}
+        others = by_strategy.loc[[s for s in ("ilp", "bfs-downstream") if s in by_strategy.index]]
+        if "ilp-time" in by_strategy.index and len(others):
+            own, best = by_strategy.loc["ilp-time"], others.loc[others["measured_ms"].idxmin()]
+            row.update(ilp_time_vs_best=own["measured_ms"] / best["measured_ms"] - 1,
+                       beyond_spread=bool(own["low_ms"] > best["high_ms"]))
+            if "bfs-downstream" in by_strategy.index:
+                row["ilp_time_vs_bfs_downstream"] = own["measured_ms"] / by_strategy.loc["bfs-downstream",
+                                                                                       "measured_ms"] - 1
+        rows.append(row)
+    return pd.DataFrame(rows)

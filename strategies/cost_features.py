@@ -1,0 +1,140 @@
+"""What a cost model knows of a node in a pair of representations: numbers read off its
+signature (:mod:`strategies.node_signature`) and the representations its primary input is
+read in and its output written in.
+
+Shapes are taken as ET-VK sees them, along WHCN (width = the last dim, height the one
+before, channels, batch); each is given in log2, so a fit compares sizes by ratio. Where the
+representation matters it is spelled out: the packed dim's extent and its padding to a texel
+of four, texel counts, and, for a reduction, a product or a permute, whether the dim it
+works along is the packed one. Operators and representations are categories; everything
+else is a number (0 where it does not apply).
+"""
+
+import math
+
+CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
+NUMERIC = (
+    "int8",
+    "log_output_elements", "log_input_elements", "log_inputs_elements", "log_weight_elements", "log_flops",
+    "log_output_w", "log_output_h", "log_output_c", "log_output_n",
+    "log_input_w", "log_input_h", "log_input_c", "log_input_n",
+    "log_output_packed_extent", "output_padding", "log_output_texels",
+    "log_input_packed_extent", "input_padding", "log_input_texels",
+    "reduced_dim", "reduces_packed_dim",
+    "kernel_h", "kernel_w", "stride", "log_groups", "depthwise", "log_in_channels", "log_out_channels",
+    "log_contracted", "contracts_packed_dim", "permutes_packed_dim", "keeps_last_dim", "activations",
+)
+FEATURES = CATEGORICAL + NUMERIC
+TRANSITION = "transition"  # the operator name a layout transition (the pass's clone) is priced under
+
+# The packed dim of each layout, as a WHCN index (int8 layouts: their first packed dim).
+_PACKED = {"WIDTH_PACKED": 0, "HEIGHT_PACKED": 1, "CHANNELS_PACKED": 2, "PACKED_INT8_4W": 0, "PACKED_INT8_4W4C": 2,
+           "PACKED_INT8_4H4W": 0, "PACKED_INT8_4C1W": 2, "PACKED_INT8_CONV2D": 2}
+_STORAGE = {"BUFFER": 0, "TEXTURE_3D": 1}
+_CONVOLUTIONS = ("aten.convolution.default", "et_vk.conv_with_clamp.default")
+_PRODUCTS = ("aten.linear.default", "aten.mm.default", "aten.bmm.default", "aten.addmm.default",
+             "aten.matmul.default")
+
+
+def _log(value: float) -> float:
+    return math.log2(value) if value > 0 else 0.0
+
+
+def _whcn(shape: list[int]) -> list[int]:
+    """Width, height, channels, batch (the dims before the batch folded into it)."""
+    dims = [1] * max(0, 4 - len(shape)) + list(shape)
+    return [dims[-1], dims[-2], dims[-3], math.prod(dims[:-3])]
+
+
+def _representation(name: str | None) -> tuple[int, int]:
+    """(storage, packed dim) codes; (-1, -1) where the node reads no tensor."""
+    if not name:
+        return -1, -1
+    storage, _, layout = name.partition("/")
+    return _STORAGE.get(storage, -1), _PACKED.get(layout, 3)
+
+
+def _packing(shape: list[int], storage: int, packed: int) -> tuple[float, float, float]:
+    """log2 of the packed dim's extent, its padding to a texel (>= 1), log2 of the texels (or
+    elements of a buffer)."""
+    if storage < 0 or not shape:
+        return 0.0, 1.0, 0.0
+    whcn = _whcn(shape)
+    extent = whcn[min(packed, 3)]
+    if storage == _STORAGE["BUFFER"]:
+        return _log(extent), 1.0, _log(math.prod(whcn))
+    padded = -(-extent // 4) * 4
+    return _log(extent), padded / extent if extent else 1.0, _log(math.prod(whcn) // extent * padded / 4 if extent else 0)
+
+
+def _reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
+    """The WHCN dims a reduction, softmax or normalization works along."""
+    name = operator.split(".")[1] if "." in operator else operator
+    if name in ("_softmax", "_log_softmax", "softmax", "log_softmax", "cumsum", "argmax", "argmin"):
+        dims = [args[1]] if len(args) > 1 and isinstance(args[1], int) else []
+    elif name in ("mean", "sum", "amax", "amin", "var", "var_mean", "std", "max", "min") and len(args) > 1:
+        dims = args[1] if isinstance(args[1], list) else [args[1]] if isinstance(args[1], int) else []
+    elif name == "native_layer_norm" and len(args) > 1 and isinstance(args[1], list):
+        dims = list(range(-len(args[1]), 0))
+    elif name == "native_group_norm":
+        dims = [-3, -2, -1]
+    else:
+        return []
+    return sorted({ndim - 1 - (d % ndim) for d in dims if isinstance(d, int)}) if ndim else []
+
+
+def node_features(signature: dict, input_name: str | None, output_name: str | None,
+                  transition: bool = False) -> dict:
+    """The features of a node (or, ``transition``, of a layout transition) in those representations."""
+    from strategies.node_signature import activation_shapes, constant_shapes
+
+    operator = TRANSITION if transition else signature["operator"]
+    args = signature["args"]
+    activations = activation_shapes(signature)
+    weights = constant_shapes(signature)
+    output = signature["outputs"][0] if signature["outputs"] else []
+    primary = activations[0] if activations else []
+    input_storage, input_packed = _representation(input_name)
+    output_storage, output_packed = _representation(output_name)
+    output_elements, input_elements = math.prod(output), math.prod(primary) if primary else 0
+    features = dict.fromkeys(NUMERIC, 0.0)
+    features.update(
+        operator=operator, input_storage=input_storage, input_packed=input_packed, output_storage=output_storage,
+        output_packed=output_packed, int8=float(signature.get("dtype") in ("int8", "uint8")),
+        log_output_elements=_log(output_elements), log_input_elements=_log(input_elements),
+        log_inputs_elements=_log(sum(math.prod(s) for s in activations)),
+        log_weight_elements=_log(sum(math.prod(s) for s in weights)), activations=float(len(activations)),
+    )
+    for prefix, shape in (("output", output), ("input", primary)):
+        for dim, extent in zip("whcn", _whcn(shape) if shape else [0, 0, 0, 0]):
+            features[f"log_{prefix}_{dim}"] = _log(extent)
+    (features["log_output_packed_extent"], features["output_padding"],
+     features["log_output_texels"]) = _packing(output, output_storage, output_packed)
+    (features["log_input_packed_extent"], features["input_padding"],
+     features["log_input_texels"]) = _packing(primary, input_storage, input_packed)
+
+    flops = output_elements
+    reduced = _reduced_dims(operator, args, len(primary))
+    if reduced:
+        features["reduced_dim"] = float(reduced[0])
+        features["reduces_packed_dim"] = float(input_packed in reduced)
+    if operator in _CONVOLUTIONS and weights:
+        out_channels, in_per_group, kernel_h, kernel_w = (weights[0] + [1, 1, 1, 1])[:4]
+        groups = args[8] if len(args) > 8 and isinstance(args[8], int) else 1
+        stride = args[3] if len(args) > 3 and isinstance(args[3], list) else [1]
+        features.update(kernel_h=float(kernel_h), kernel_w=float(kernel_w), stride=float(max(stride)),
+                        log_groups=_log(groups), depthwise=float(groups > 1 and in_per_group == 1),
+                        log_in_channels=_log(in_per_group * groups), log_out_channels=_log(out_channels))
+        flops = output_elements * in_per_group * kernel_h * kernel_w
+    elif operator in _PRODUCTS and primary:
+        contracted = primary[-1]
+        features.update(log_contracted=_log(contracted), contracts_packed_dim=float(input_packed == 0))
+        flops = output_elements * contracted
+    elif operator.startswith("aten.permute_copy") and len(args) > 1 and isinstance(args[1], list) and primary:
+        ndim = len(primary)
+        source = args[1][ndim - 1 - output_packed] if 0 <= output_packed < ndim else None
+        features["permutes_packed_dim"] = float(source is not None and ndim - 1 - (source % ndim) != input_packed)
+    elif operator.startswith("aten.view_copy") and primary:
+        features["keeps_last_dim"] = float(bool(output) and output[-1] == primary[-1])
+    features["log_flops"] = _log(flops)
+    return features
