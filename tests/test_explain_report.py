@@ -11,6 +11,7 @@ from harness import cli
 from harness.inspection import graph_view
 from harness.targets.vulkan import metrics
 from harness.inspection.explain import compare_strategies, transitions_table
+from harness.results.store import make_record
 
 from .helpers.browser import chromium, screenshot
 from harness.pipeline.model import pipeline
@@ -107,3 +108,21 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def _results(directory, *records):
+    directory.mkdir()
+    (directory / "records.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return directory
+
+
+@pytest.mark.parametrize("records", [
+    [make_record("m", "bfs-downstream", "vulkan", "failed", reason="failed to export"),
+     make_record("m", "ilp", "vulkan", "failed", reason="failed to export")],
+    [make_record("m", "bfs-downstream", "vulkan", "ok", transitions=None, pass_seconds=0.01),
+     make_record("m", "ilp", "vulkan", "ok", transitions=8, optimal=True, pass_seconds=0.05)],
+], ids=["every record failed", "a strategy without transitions"])
+def test_a_report_of_records_without_the_compared_metrics_is_written(tmp_path, capsys, records):
+    results = _results(tmp_path / "r", *records)
+    assert cli.main(["report", str(results)]) == 0
+    assert capsys.readouterr().out.strip() == str(results / "report.html")

@@ -166,6 +166,43 @@ def test_a_metric_that_is_not_a_number_is_one_line_naming_file_and_line_exit_2(t
                                        "not a number; correct or delete that line\n")
 
 
+# Lines that parse as records but hold a field no reader can use.
+UNUSABLE = {
+    "a list for a target": lambda record: {**record, "target": ["vulkan"]},
+    "a string for the schema version": lambda record: {**record, "schema_version": "2"},
+    "a number for a reason": lambda record: {**record, "reason": 3},
+    "an infinite metric": lambda record: {**record, "transitions": float("inf")},
+}
+
+
+@pytest.mark.parametrize("command", ["report", "gate"])
+@pytest.mark.parametrize("unusable", UNUSABLE)
+def test_a_line_with_a_field_no_reader_can_use_is_skipped_and_named_and_kept(tmp_path, capsys, command, unusable):
+    baseline = _results(tmp_path / "b", _record(transitions=9), _record("ilp", transitions=8))
+    bad = json.dumps(UNUSABLE[unusable](json.loads(_record(transitions=9))))
+    candidate = _results(tmp_path / "c", bad, _record("ilp", transitions=8))
+    kept = (candidate / "records.jsonl").read_bytes()
+    argv = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)] if command == "gate" else [
+        "report", str(candidate)]
+    assert cli.main(argv) == (1 if command == "gate" else 0)  # the gate misses the record it could not read
+    err = capsys.readouterr().err
+    assert f"layoutbench: {candidate / 'records.jsonl'}: 1 line is not a record (line 1); skipped\n" in err
+    assert "Traceback" not in err
+    assert (candidate / "records.jsonl").read_bytes() == kept
+
+
+def test_a_sweep_into_a_directory_with_unusable_lines_skips_names_and_keeps_them(tmp_path, capsys):
+    lines = [json.dumps(UNUSABLE[unusable](json.loads(_record()))) for unusable in
+             ("a list for a target", "a string for the schema version")]
+    results = _results(tmp_path / "r", *lines)
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out", str(results),
+                     "--workers", "0", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert f"layoutbench: {results / 'records.jsonl'}: 2 lines are not records (lines 1, 2); skipped\n" in err
+    assert (results / "records.jsonl").read_text().splitlines()[:2] == lines
+    assert [r["status"] for r in RecordStore(results).read()] == ["ok"]
+
+
 def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f"layoutbench: error: no records in '{tmp_path}'; "

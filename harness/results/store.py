@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.results.results_dir import ResultsDir
-from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade
+from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade, well_formed
 from layoutkit.errors import UsageError
 from layoutkit.files import file_lock
 
@@ -70,12 +70,13 @@ def _holder(text: str) -> str:
 
 
 def _record(line: str) -> dict | None:
-    """The record a line holds (in the current schema), or None where it holds none."""
+    """The record a line holds (in the current schema), or None where it holds none (or one
+    no reader could use: see :func:`~harness.results.schema.well_formed`)."""
     try:
         record = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(record, dict) or not {*IDENTITY_KEYS, "status"} <= record.keys():
+    if not isinstance(record, dict) or not {*IDENTITY_KEYS, "status"} <= record.keys() or not well_formed(record):
         return None
     return upgrade(record)
 
@@ -96,8 +97,8 @@ class RecordStore:
 
     def read(self) -> list[dict]:
         """The records, in the order written. A line that holds no record (cut short by a
-        kill, or written by hand or by another tool) is skipped and named on stderr; a record
-        whose metric is not a number raises :class:`MalformedRecordError`."""
+        kill, written by hand or by another tool, a field no reader could use) is skipped and
+        named on stderr; a record whose metric is not a number raises :class:`MalformedRecordError`."""
         if not self.path.exists():
             return []
         records, skipped = [], []
