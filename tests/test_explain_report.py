@@ -1,6 +1,7 @@
 """``explain`` (why each transition exists, where two strategies differ), the graph picture,
 and the HTML report, the last two opened in headless Chromium."""
 
+import errno
 import json
 
 import matplotlib.image
@@ -14,6 +15,7 @@ from harness.inspection.explain import compare_strategies, transitions_table
 from harness.results.store import make_record
 
 from .helpers.browser import chromium, screenshot
+from .helpers.failing_writes import fail_writes
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
 
@@ -114,6 +116,44 @@ def _results(directory, *records):
     directory.mkdir()
     (directory / "records.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     return directory
+
+
+def _two_strategies(directory, transitions=9):
+    """A results directory of bfs-downstream and the proven optimum on one model."""
+    return _results(directory, make_record("m", "bfs-downstream", "vulkan", "ok", transitions=transitions,
+                                           pass_seconds=0.01),
+                    make_record("m", "ilp", "vulkan", "ok", transitions=8, optimal=True, pass_seconds=0.05))
+
+
+@pytest.mark.parametrize("out, message", [
+    ("{results}", "{results} is a directory; name the HTML file to write (e.g. --out {results}/report.html)"),
+    ("{results}/records.jsonl/x.html", "cannot write the report {results}/records.jsonl/x.html: Not a directory; "
+                                       "name another with --out"),
+])
+def test_a_report_path_that_cannot_be_a_file_is_one_line_and_exit_2(tmp_path, capsys, out, message):
+    results = _two_strategies(tmp_path / "r")
+    assert cli.main(["report", str(results), "--out", out.format(results=results)]) == 2
+    assert capsys.readouterr().err == f"layoutbench: error: {message.format(results=results)}\n"
+
+
+def test_a_report_into_a_read_only_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    results = _two_strategies(tmp_path / "r")
+    fail_writes(monkeypatch, results, errno.EACCES)
+    assert cli.main(["report", str(results)]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: cannot write the report {results / 'report.html'}: "
+                                       "Permission denied; name another with --out\n")
+
+
+def test_a_disk_that_fills_up_fails_the_report_in_one_line_and_keeps_the_last_one_whole(tmp_path, monkeypatch, capsys):
+    results = _two_strategies(tmp_path / "r")
+    assert cli.main(["report", str(results)]) == 0
+    before = {path.name: path.read_bytes() for path in results.rglob("report*") if path.is_file()}
+    fail_writes(monkeypatch, results, errno.ENOSPC)
+    capsys.readouterr()
+    assert cli.main(["report", str(results)]) == 1
+    assert capsys.readouterr().err == (f"layoutbench: failed: cannot write the report {results / 'report.html'}: "
+                                       "No space left on device; free space and run the command again\n")
+    assert {path.name: path.read_bytes() for path in results.rglob("report*") if path.is_file()} == before
 
 
 @pytest.mark.parametrize("records", [

@@ -1,6 +1,7 @@
 """A results directory: one writer at a time, a bad --out, lines that are not records, and
 records whose metric is not a number."""
 
+import errno
 import json
 import os
 import socket
@@ -16,6 +17,7 @@ from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
+from tests.helpers.failing_writes import fail_writes
 
 STRATEGIES = strategies.list_strategies()
 
@@ -201,6 +203,19 @@ def test_a_sweep_into_a_directory_with_unusable_lines_skips_names_and_keeps_them
     assert f"layoutbench: {results / 'records.jsonl'}: 2 lines are not records (lines 1, 2); skipped\n" in err
     assert (results / "records.jsonl").read_text().splitlines()[:2] == lines
     assert [r["status"] for r in RecordStore(results).read()] == ["ok"]
+
+
+def test_a_disk_that_fills_up_leaves_no_half_record_and_fails_in_one_line(tmp_path, monkeypatch, capsys):
+    fail_writes(monkeypatch, tmp_path, errno.ENOSPC, after=1)  # the second record's line
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream,dfs-upstream",
+                     "--out", str(tmp_path), "--workers", "0", "--format", "json"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == (f"layoutbench: failed: cannot write a record to {tmp_path / 'records.jsonl'}: "
+                                    "No space left on device; free space and run the command again")
+    lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
+    assert [json.loads(line)["strategy"] for line in lines] == ["bfs-downstream"]  # whole, and only it
+    assert lines[0].endswith("\n")
 
 
 def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):

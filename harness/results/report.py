@@ -26,7 +26,7 @@ from harness.results.frames import load, with_excess  # noqa: E402
 from harness.results.results_dir import ResultsDir  # noqa: E402
 from harness.results.table import format_number  # noqa: E402
 from layoutkit.reference_strategies import OPTIMUM_STRATEGY  # noqa: E402
-from layoutkit.errors import UsageError  # noqa: E402
+from layoutkit.errors import UsageError, write_error  # noqa: E402
 
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
                "python_version", "machine", "cpu")
@@ -121,9 +121,11 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
         raise UsageError(f"no records in '{results}'; run layoutbench run --out {results} first")
     frame = with_excess(frame)
     html_path = Path(out) if out else ResultsDir(results).report
-    html_path.parent.mkdir(parents=True, exist_ok=True)
+    if html_path.is_dir():
+        raise UsageError(f"{html_path} is a directory; name the HTML file to write (e.g. --out "
+                         f"{html_path / 'report.html'})")
     charts_dir = html_path.with_name(html_path.stem + "_charts")
-    charts_dir.mkdir(exist_ok=True)
+    charts: dict[str, bytes] = {}
 
     title = f"layoutbench report: {results.resolve().name}"
     body, markdown = [f"<h1>{html.escape(title)}</h1>"], [f"# {title}", ""]
@@ -143,7 +145,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
                 continue
             png = _chart(records, metric, f"{caption} ({target})")
             name = f"{target}_{metric}.png"
-            (charts_dir / name).write_bytes(png)
+            charts[name] = png
             body.append(f'<img alt="{html.escape(caption)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">')
             markdown += [f"![{caption}]({charts_dir.name}/{name})", ""]
         for metric, caption in ((m.name, m.label) for m in METRICS.values() if m.report):
@@ -165,9 +167,25 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     body += ["<h2>Environment</h2>", environment.to_html(), f"<p>Written {written} from {html.escape(str(results))}.</p>"]
     markdown += ["## Environment", "", environment.to_markdown(), "", f"Written {written} from {results}."]
 
-    html_path.write_text(
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SORT_SCRIPT}</script></body></html>"
-    )
-    html_path.with_suffix(".md").write_text("\n".join(markdown) + "\n")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SORT_SCRIPT}</script></body></html>")
+    files = {charts_dir / name: png for name, png in charts.items()}
+    files.update({html_path: page.encode(), html_path.with_suffix(".md"): ("\n".join(markdown) + "\n").encode()})
+    try:
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        for path, content in files.items():
+            _write_whole(path, content)
+    except OSError as error:
+        raise write_error(f"the report {html_path}", error, "--out") from None
     return html_path
+
+
+def _write_whole(path: Path, content: bytes) -> None:
+    """``content`` into ``path`` whole or not at all: a write that fails (a full disk) leaves
+    what was there before, never a report cut short."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_bytes(content)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)

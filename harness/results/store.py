@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.results.results_dir import ResultsDir
 from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade, well_formed
-from layoutkit.errors import UsageError
+from layoutkit.errors import UsageError, write_error
 from layoutkit.files import file_lock
 
 
@@ -163,16 +163,30 @@ class RecordStore:
                 _HELD.discard(self.directory.resolve())
                 handle.truncate(0)
 
-    def append(self, record: dict) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as out:
-            # A line cut short by a kill must not swallow the record written after it.
-            if out.tell() > 0:
-                out.seek(-1, 2)
-                if out.read(1) != b"\n":
-                    out.write(b"\n")
-            out.write(json.dumps(record, default=str).encode() + b"\n")
-            out.flush()
+    def append(self, record: dict) -> dict:
+        """Write ``record`` as the file's last line; the record as JSON gives it back (lists
+        for tuples, strings for what JSON cannot hold), as a later read would. A write that
+        fails (a full disk) leaves the file as it was and raises a one-line error: never half
+        a line."""
+        line = json.dumps(record, default=str).encode() + b"\n"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a+b", buffering=0) as out:
+                end = out.seek(0, os.SEEK_END)
+                if end:
+                    out.seek(end - 1)
+                    if out.read(1) != b"\n":  # a line cut short by a kill must not swallow this record
+                        line = b"\n" + line
+                try:
+                    written = 0
+                    while written < len(line):
+                        written += out.write(line[written:])
+                except OSError:
+                    out.truncate(end)
+                    raise
+        except OSError as error:
+            raise write_error(f"a record to {self.path}", error, "--out") from None
+        return json.loads(line)
 
 
 def latest(records: list[dict]) -> list[dict]:
