@@ -3,7 +3,8 @@
 stdout carries only the result (table, JSON or CSV) so it can be piped; progress, logs and
 whatever the libraries print go to stderr. ExecuTorch's and torch's warnings are silenced
 unless ``--verbose``. Exit codes: 0 done, 1 a measurement failed (its record says why) or
-the gate found a regression, 2 the command was wrong (one line says what to change).
+the gate found a regression, 2 the command was wrong (one line says what to change), 141
+(as for a command SIGPIPE ends, silently) where stdout's reader went away (``| head``).
 """
 
 import argparse
@@ -247,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     from harness.errors import LayoutbenchError, MeasurementError
 
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # stdout's reader went away (| head): end quietly, as a command SIGPIPE ends
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except MeasurementError as error:
         print(f"{PROGRAM}: failed: {error}", file=sys.stderr)
         return 1

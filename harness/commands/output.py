@@ -61,6 +61,28 @@ class SweepProgress:
                       f"{record['status']}", file=sys.stderr, flush=True)
 
 
+def _chosen_columns(columns: str | None) -> str | list[str] | None:
+    """``--columns`` as the table takes it: None (each target's headline metrics), all, or the fields named."""
+    return columns if columns in (None, "all") else [c.strip() for c in columns.split(",") if c.strip()]
+
+
+def check_columns(columns: str | None, strategy_names: list[str]) -> None:
+    """Refuse, before anything is measured, a ``--columns`` field no record can have: one the
+    record schema does not know, where every strategy is a built-in (whose own fields the
+    schema lists; a plug-in may add any, so its records are what :func:`render_records` checks)."""
+    import strategies
+    from harness.errors import UsageError
+    from harness.results.schema import CONTEXT_KEYS, METRICS
+
+    chosen = _chosen_columns(columns)
+    if not isinstance(chosen, list) or not all(strategies.is_built_in(s) for s in strategy_names):
+        return
+    known = {*CONTEXT_KEYS, *METRICS}
+    unknown = [c for c in chosen if c not in known]
+    if unknown:
+        raise UsageError(f"--columns: no record has {', '.join(unknown)}; fields: all, {', '.join(sorted(known))}")
+
+
 def render_records(records: list[dict], output_format: str, columns: str | None) -> str:
     """Records as the command line prints them: a table (``columns``: all, a comma list, or
     each target's headline metrics), JSON or CSV."""
@@ -72,7 +94,7 @@ def render_records(records: list[dict], output_format: str, columns: str | None)
 
     if output_format == "csv":
         return pd.DataFrame(records).to_csv(index=False)
-    chosen = columns if columns in (None, "all") else [c.strip() for c in columns.split(",") if c.strip()]
+    chosen = _chosen_columns(columns)
     if isinstance(chosen, list):
         fields = set().union(*records) if records else set()
         unknown = [c for c in chosen if c not in fields]

@@ -3,7 +3,7 @@
 import sys
 
 from harness.commands import PROGRAM
-from harness.commands.output import SweepProgress, render_records
+from harness.commands.output import SweepProgress, check_columns, render_records
 
 
 def gate(args) -> int:
@@ -85,8 +85,11 @@ def run(args) -> int:
     import strategies
     from harness.targets import resolve_targets
 
-    records = sweep(args, models.resolve_models(args.models, args.zoo),
-                    strategies.resolve_strategies(args.strategies), resolve_targets(args.target))
+    model_names = models.resolve_models(args.models, args.zoo)
+    strategy_names = strategies.resolve_strategies(args.strategies)
+    targets = resolve_targets(args.target)
+    check_columns(args.columns, strategy_names)  # a usage error measures nothing
+    records = sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
     return 1 if any(r["status"] == "failed" for r in records) else 0
 

@@ -90,8 +90,8 @@ class RecordStore:
     """The JSON Lines file of one results directory."""
 
     def __init__(self, directory: str | Path):
-        self.directory = Path(directory)
-        self.layout = ResultsDir(self.directory)
+        self.layout = ResultsDir(directory)
+        self.directory = self.layout.root
         self.path = self.layout.records
         self._reported: list[int] = []  # the lines already named as not records
 
