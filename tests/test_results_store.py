@@ -17,6 +17,7 @@ from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
+from strategies.gpu_costs import COSTS_ENV
 from tests.helpers.failing_writes import fail_writes
 
 STRATEGIES = strategies.list_strategies()
@@ -216,6 +217,44 @@ def test_a_disk_that_fills_up_leaves_no_half_record_and_fails_in_one_line(tmp_pa
     lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
     assert [json.loads(line)["strategy"] for line in lines] == ["bfs-downstream"]  # whole, and only it
     assert lines[0].endswith("\n")
+
+
+def _run_ilp_time(out) -> None:
+    """``run`` of ilp-time, which skips it before measuring where no cost table is in force."""
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "ilp-time", "--out", str(out),
+                     "--workers", "0"]) == 0
+
+
+def test_an_unchanged_skip_is_not_written_again(tmp_path, monkeypatch, capsys):
+    table = os.environ[COSTS_ENV]
+    monkeypatch.delenv(COSTS_ENV)
+    for _ in range(3):
+        _run_ilp_time(tmp_path)
+        assert capsys.readouterr().err.splitlines()[-1].endswith(", 1 skipped before measuring")
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["skipped"]
+    monkeypatch.setenv(COSTS_ENV, table)
+    _run_ilp_time(tmp_path)
+    monkeypatch.delenv(COSTS_ENV)
+    _run_ilp_time(tmp_path)  # a skip after another record of it is news: written
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["skipped", "ok", "skipped"]
+
+
+def test_a_sweep_over_two_targets_takes_the_lock_and_reads_the_records_once(tmp_path, monkeypatch):
+    calls = {"writing": 0, "read": 0}
+    for method in calls:
+        real = getattr(RecordStore, method)
+
+        def counted(self, *args, _real=real, _method=method, **kwargs):
+            calls[_method] += 1
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(RecordStore, method, counted)
+    monkeypatch.delenv(COSTS_ENV)  # ilp-time skipped on both targets: nothing to measure
+    sweep = run_sweep(["synthetic_small"], ["ilp-time"], ["vulkan", "vulkan-run"], RecordStore(tmp_path))
+    assert [(r["target"], r["status"]) for r in sweep.records] == [("vulkan", "skipped"), ("vulkan-run", "skipped")]
+    assert calls == {"writing": 1, "read": 1}
 
 
 def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):

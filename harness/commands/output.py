@@ -12,10 +12,11 @@ REDRAW_SECONDS = 0.1
 
 
 class SweepProgress:
-    """Sweep progress on stderr: a bar over model x strategy with the current stage; where
-    stderr is not a terminal (a log file, CI), a line per finished record instead."""
+    """Sweep progress on stderr: a bar over model x strategy with the current stage, from
+    when the sweep is planned (:meth:`begin`); where stderr is not a terminal (a log file,
+    CI), a line per finished record instead."""
 
-    def __init__(self, total: int):
+    def __init__(self):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -25,22 +26,25 @@ class SweepProgress:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=console, transient=False, disable=self._lines, auto_refresh=False,
         )
-        self._task = self._progress.add_task("starting", total=total)
+        self._task = None
         self._done = threading.Event()
         self._redraw = threading.Thread(target=self._redraw_until_done, daemon=True)
 
     def __enter__(self):
-        self._progress.__enter__()
+        return self
+
+    def begin(self, total: int) -> None:
+        self._task = self._progress.add_task("starting", total=total)
+        self._progress.start()
         if not self._lines:
             self._redraw.start()
-        return self
 
     def __exit__(self, *exc):
         self._done.set()
         if self._redraw.is_alive():
             self._redraw.join()
         with FORK_LOCK:
-            return self._progress.__exit__(*exc)
+            self._progress.stop()
 
     def _redraw_until_done(self) -> None:
         while not self._done.wait(REDRAW_SECONDS):

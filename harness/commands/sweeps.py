@@ -33,28 +33,20 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
     the records, in plan order, and one line saying what failed, was skipped and was reused."""
     from pathlib import Path
 
-    from harness.results.store import RecordStore, key, latest
+    from harness.results.store import RecordStore
     from harness.sweep.execution import Execution
-    from harness.sweep.planning import run_sweep, strategies_for
+    from harness.sweep.planning import run_sweep
     from harness.targets import MeasureContext, RunSettings
 
-    plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
     store = RecordStore(args.out)
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
                              RunSettings(warmup=args.warmup, iterations=args.iterations,
                                          processes=args.processes))
     execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
-    measured = reused = skipped = 0
-    with store.writing(wait=not args.no_wait), SweepProgress(len(plan)) as progress:
-        for target in targets:
-            done = run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh,
-                             context=context, execution=execution)
-            measured, reused = measured + len(done.measured), reused + len(done.reused)
-            skipped += len(done.skipped)
-        records = latest(store.read())  # before another command's sweep can add to them
-
-    order = {entry: i for i, entry in enumerate(plan)}
-    records = sorted((r for r in records if key(r) in order), key=lambda r: order[key(r)])
+    with SweepProgress() as progress:
+        done = run_sweep(model_names, strategy_names, targets, store, progress, fresh=args.fresh, context=context,
+                         execution=execution, wait=not args.no_wait)
+    records = done.records
     reasons: dict = {}
     for record in records:
         if record["status"] == "failed":
@@ -64,9 +56,9 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
         print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
     for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
         print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
-    unrun = f", {skipped} skipped before measuring" if skipped else ""
-    print(f"{PROGRAM}: {len(records)} records in {store.path}: {measured} measured, {reused} reused "
-          f"(same identity: model, strategy and harness code, tool versions){unrun}", file=sys.stderr)
+    unrun = f", {len(done.skipped)} skipped before measuring" if done.skipped else ""
+    print(f"{PROGRAM}: {len(records)} records in {store.path}: {len(done.measured)} measured, {len(done.reused)} "
+          f"reused (same identity: model, strategy and harness code, tool versions){unrun}", file=sys.stderr)
     return records
 
 

@@ -7,9 +7,10 @@ earlier schema versions; :mod:`harness.results.frames` makes pandas tables of th
 Targets without a pluggable layout pass (Arm) record the strategy as null.
 
 One process writes a results directory at a time (:meth:`RecordStore.writing`, held for a
-whole command), so no record is ever a duplicate: a sweep's lines are one unbroken run,
-with each (model, strategy, target) of its plan once, measured or (where the file does
-not hold it yet) reused; a second sweep into the directory starts when the first ends,
+whole sweep), so no record is ever a duplicate: a sweep's lines are one unbroken run, with
+each (model, strategy, target) of its plan at most once: measured, reused where the file
+does not hold it yet, or skipped where the file's latest record of it is not that same
+skip; a second sweep into the directory starts when the first ends,
 and then reuses what the first measured (with ``--fresh``, measures it again: a run of
 its own lines after the first's).
 """
@@ -49,10 +50,6 @@ class MalformedRecordError(UsageError):
 
 class ResultsBusyError(UsageError):
     """Another process writes the results directory, and the caller would not wait."""
-
-
-# The results directories whose writer lock this process holds (see RecordStore.writing).
-_HELD: set[Path] = set()
 
 
 def _this_process() -> dict:
@@ -126,12 +123,7 @@ class RecordStore:
     def writing(self, wait: bool = True):
         """Held while this process writes the directory (created where missing). Another
         process holding it: wait for it, saying so on stderr, or with ``wait=False`` raise
-        :class:`ResultsBusyError`; a holder that was killed is taken over, said in one line.
-        Where this process holds it already (the command line, for every target of a sweep),
-        a no-op."""
-        if self.directory.resolve() in _HELD:
-            yield
-            return
+        :class:`ResultsBusyError`; a holder that was killed is taken over, said in one line."""
         lock = self.layout.writer_lock  # holds the writer's pid, host, command and start while it writes
         with contextlib.ExitStack() as stack:
             try:
@@ -156,11 +148,9 @@ class RecordStore:
             handle.truncate(0)
             handle.write(json.dumps(_this_process()))
             handle.flush()
-            _HELD.add(self.directory.resolve())
             try:
                 yield
             finally:
-                _HELD.discard(self.directory.resolve())
                 handle.truncate(0)
 
     def append(self, record: dict) -> dict:
