@@ -3,7 +3,8 @@
 stdout carries only the result (table, JSON or CSV) so it can be piped; progress, logs and
 whatever the libraries print go to stderr. ExecuTorch's and torch's warnings are silenced
 unless ``--verbose``. Exit codes: 0 done, 1 a measurement failed (its record says why) or
-the gate found a regression, 2 the command was wrong (one line says what to change).
+the gate found a regression, 2 the command was wrong (one line says what to change), 141
+(as for a command SIGPIPE ends, silently) where stdout's reader went away (``| head``).
 """
 
 import argparse
@@ -15,33 +16,9 @@ import sys
 from harness import quiet
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, inspections, sweeps, upkeep
+from harness.commands.option_types import count, gibibytes, positive
 from harness.results.schema import default_thresholds
 from strategies.gpu_costs import COSTS_ENV
-
-
-def _whole_number(minimum: int):
-    """An argparse type: a whole number of at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        if not text.isdigit() or int(text) < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
-        return int(text)
-
-    return parse
-
-
-_positive = _whole_number(1)
-_count = _whole_number(0)
-
-
-def _gibibytes(text: str) -> int:
-    try:
-        size = float(text)
-    except ValueError:
-        size = 0
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"expected a size in GiB > 0, not {text!r}")
-    return int(size * (1 << 30))
 
 
 def _add_sweep_arguments(command, required: bool) -> None:
@@ -62,14 +39,14 @@ def _add_sweep_arguments(command, required: bool) -> None:
     _add_no_wait_argument(command)
     workers = command.add_argument_group("workers", "each model is measured in a worker process; a crash or a "
                                           "limit there is a failed record, and the sweep goes on")
-    workers.add_argument("--workers", type=_count, default=None,
+    workers.add_argument("--workers", type=count, default=None,
                          help="models measured at once on this machine (default: its cores; 0: in this process); "
                          "one more worker reads its model's cached lowering meanwhile, unless programs are run")
     workers.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on a Ray cluster: its address (ray://host:10001, or auto), or none for Ray's "
                          "default ($RAY_ADDRESS, else a new cluster on this machine)")
-    workers.add_argument("--time-limit", type=_positive, metavar="SECONDS", help="per model and worker")
-    workers.add_argument("--memory-limit", type=_gibibytes, metavar="GIB",
+    workers.add_argument("--time-limit", type=positive, metavar="SECONDS", help="per model and worker")
+    workers.add_argument("--memory-limit", type=gibibytes, metavar="GIB",
                          help="resident memory per worker (its children included); on Ray, also what a task "
                          "reserves (default 4)")
     command.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
@@ -88,9 +65,9 @@ def _add_runtime_arguments(group) -> None:
     group.add_argument("--et-runner", help="executor_runner built with Vulkan (and the event tracer, for its latency "
                        "and GPU times); default: $LAYOUTBENCH_ET_RUNNER, executor_runner on PATH, the cache's "
                        "runtime/, else ExecuTorch pybindings if they have VulkanBackend")
-    group.add_argument("--warmup", type=_positive, default=1, help="untimed inferences first (default 1)")
-    group.add_argument("--iterations", type=_positive, default=10, help="timed inferences (default 10)")
-    group.add_argument("--processes", type=_positive, default=3,
+    group.add_argument("--warmup", type=positive, default=1, help="untimed inferences first (default 1)")
+    group.add_argument("--iterations", type=positive, default=10, help="timed inferences (default 10)")
+    group.add_argument("--processes", type=positive, default=3,
                        help="runtime processes per program, where the runtime times itself (ETDump): the record "
                             "is the fastest one's (default 3)")
 
@@ -152,10 +129,10 @@ def _parser() -> argparse.ArgumentParser:
                          "another machine's, from import-remote); run nothing")
     _add_no_wait_argument(profile)
     profile.add_argument("--chart", help="bar chart file (default: OUT/profile-MODEL-STRATEGY[-vs-OTHER].png)")
-    profile.add_argument("--top", type=_positive, default=10, help="dispatches in the top list (default 10)")
+    profile.add_argument("--top", type=positive, default=10, help="dispatches in the top list (default 10)")
     profile.add_argument("--format", choices=("table", "json"), default="table")
     _add_runtime_arguments(profile)
-    profile.add_argument("--workers", type=_count, default=None, help="as for run (0: in this process)")
+    profile.add_argument("--workers", type=count, default=None, help="as for run (0: in this process)")
     profile.set_defaults(ray=None, time_limit=None, memory_limit=None, costs=os.environ.get(COSTS_ENV))  # as for run
 
     costs = commands.add_parser(
@@ -169,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         "calibrate", help="measure what each node costs in each representation on this machine's Vulkan device "
         "(a few assignments per model that together cover them) and fit a cost table for --costs and ilp-time")
     _add_sweep_arguments(calibrate, required=False)
-    calibrate.add_argument("--rounds", type=_positive, default=6,
+    calibrate.add_argument("--rounds", type=positive, default=6,
                            help="calibration assignments per model (default %(default)s, at most 8)")
     calibrate.add_argument("--fit", nargs="+", metavar="RUNS",
                            help="fit from these runs instead (results directories of one device, e.g. "
@@ -196,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     cache = commands.add_parser("cache", help="where the caches are, their entries and size; --clear empties them")
     cache.add_argument("--clear", nargs="*", metavar="KIND",
                        help="empty these kinds of cache (all when none is named)")
-    cache.add_argument("--unused-for", type=_count, metavar="DAYS",
+    cache.add_argument("--unused-for", type=count, metavar="DAYS",
                        help="with --clear: remove only the entries no run has used for DAYS days "
                             f"(of {', '.join(ENTRY_KINDS)})")
     cache.add_argument("--format", choices=("table", "json"), default="table")
@@ -212,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
                          "(repeatable; part of the cache key)")
     runtime.add_argument("--rebuild", action="store_true", help="build: compile again (incremental) even if "
                          "the cache has this runner")
-    runtime.add_argument("--jobs", type=_positive, help="build: compile jobs (default: the machine's cores)")
+    runtime.add_argument("--jobs", type=positive, help="build: compile jobs (default: the machine's cores)")
     runtime.add_argument("--et-runner", help="report: as for run, to see what a flag would pick")
 
     serve = commands.add_parser(
@@ -249,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     from harness.errors import LayoutbenchError, MeasurementError
 
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # stdout's reader went away (| head): end quietly, as a command SIGPIPE ends
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except MeasurementError as error:
         print(f"{PROGRAM}: failed: {error}", file=sys.stderr)
         return 1

@@ -7,6 +7,8 @@ shown as one line, without a traceback. Two families tell the command line what 
 (a model, strategy or tool failed on one measurement: a ``failed`` record, exit 1).
 """
 
+import errno
+
 
 class LayoutbenchError(Exception):
     """Base class: the message is the whole explanation, shown without a traceback."""
@@ -39,5 +41,19 @@ class UnavailableError(LayoutbenchError):
     its records are ``skipped`` with this one-line reason, not ``failed``."""
 
 
+class OutOfSpaceError(MeasurementError):
+    """A result could not be written for want of space (a full disk, a quota): the command
+    fails (exit 1), keeping what it wrote before."""
+
+
 class InvalidAssignmentError(MeasurementError):
     """A strategy gave an operator a tensor representation the operator does not accept."""
+
+
+def write_error(what: str, error: OSError, option: str) -> LayoutbenchError:
+    """One line for ``error`` writing ``what``: a full disk or quota fails the command (exit
+    1: what was written before it is kept); a path that cannot be written (read-only, a
+    directory, under a file) is the command's to change, with ``option`` (exit 2)."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutOfSpaceError(f"cannot write {what}: {error.strerror}; free space and run the command again")
+    return UsageError(f"cannot write {what}: {error.strerror or error}; name another with {option}")

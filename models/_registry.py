@@ -323,6 +323,8 @@ def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str
     chosen = []
     for name in (n.strip() for n in (names or "").split(",") if n.strip()):
         chosen += _expand(name) if _GLOB & set(name) else [name]
+    if not chosen:
+        raise UsageError(f"no model named in {names or ''!r}; name one or more (see `layoutbench list models`)")
     for name in chosen:
         check_model_name(name)
     return list(dict.fromkeys(chosen))

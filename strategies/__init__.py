@@ -6,6 +6,7 @@ Depends on ExecuTorch and nothing else of ours (an import-linter contract checks
 from strategies._registry import (
     ENTRY_POINT_GROUP,
     get_strategy,
+    is_built_in,
     list_strategies,
     register_strategy,
     resolve_strategies,
@@ -16,6 +17,7 @@ from strategies._registry import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "get_strategy",
+    "is_built_in",
     "list_strategies",
     "register_strategy",
     "resolve_strategies",

@@ -16,7 +16,7 @@ and a new strategy is one module.
 
 import fnmatch
 
-from layoutkit.errors import UnavailableError, UnknownNameError
+from layoutkit.errors import UnavailableError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
 
@@ -85,6 +85,12 @@ def get_strategy(name: str) -> type:
     return cls
 
 
+def is_built_in(name: str) -> bool:
+    """Whether strategy ``name`` is one of this package's, whose own record fields (see
+    :func:`summarize`) the record schema lists; a plug-in's may be any."""
+    return get_strategy(name).__module__.partition(".")[0] == __name__.partition(".")[0]
+
+
 def unavailable_reason(name: str) -> str | None:
     """Why strategy ``name`` cannot run on this host, or None: what its class's optional
     ``check_available()`` raised (an UnavailableError), asked before anything is lowered."""
@@ -103,6 +109,8 @@ def resolve_strategies(spec: str) -> list[str]:
     if spec.strip() == "all":
         return list_strategies()
     names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise UsageError(f"no strategy named in {spec!r}; name one or more, or all (see `layoutbench list strategies`)")
     for name in names:
         get_strategy(name)
     return names

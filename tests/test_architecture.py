@@ -60,6 +60,10 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract
     assert shown in broken.stdout
 
 
+def test_the_command_line_module_stays_within_300_lines():
+    assert len((ROOT / "harness" / "cli.py").read_text().splitlines()) <= 300
+
+
 def test_every_metric_a_target_declares_is_in_the_schema():
     for name in list_targets():
         unknown = set(get_target(name).metrics) - set(METRICS)

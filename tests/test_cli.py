@@ -1,6 +1,8 @@
 """The command line: outputs, errors, resumable records."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +48,44 @@ def test_bad_names_fail_with_one_line(tmp_path, args, expected):
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"layoutbench: error: {expected}")
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--models", ""], "no model named in ''; name one or more (see `layoutbench list models`)"),
+        (["--models", "synthetic_small", "--strategies", ""], "no strategy named in ''; name one or more, or all"),
+        (["--models", "synthetic_small", "--strategies", ",,"], "no strategy named in ',,'; name one or more, or all"),
+        (["--models", "synthetic_small", "--target", ""], "no target named in ''; known: ethos-u55-128"),
+    ],
+)
+def test_an_empty_list_of_names_is_one_line_and_nothing_is_measured(tmp_path, capsys, args, expected):
+    out = tmp_path / "results"
+    assert cli.main(["run", *args, "--out", str(out), "--workers", "0"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"layoutbench: error: {expected}")
+    assert not out.exists()
+
+
+def test_an_empty_out_names_no_directory_and_nothing_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out", "",
+                     "--workers", "0"]) == 2
+    assert capsys.readouterr().err == ("layoutbench: error: an empty path names no results directory; name one "
+                                       "(e.g. --out results)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """``layoutbench list models --zoo full | head -c0``: as a command SIGPIPE ends, no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the first byte is written
+    try:
+        listed = subprocess.run([str(LAYOUTBENCH), "list", "models", "--zoo", "full"], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, timeout=600)
+    finally:
+        os.close(write_end)
+    assert (listed.returncode, listed.stderr) == (128 + signal.SIGPIPE, "")
 
 
 def test_compare_json_is_pipeable_and_resumes(tmp_path):
@@ -112,12 +152,22 @@ def test_model_that_fails_to_export_is_reported(tmp_path, capsys):
     assert f"{name} / bfs-downstream: model '{name}' failed to export" in captured.err
 
 
-def test_columns_name_record_fields_and_an_unknown_one_fails_with_one_line(tmp_path, capsys):
-    run = ["run", "--models", "synthetic_small", "--strategies", "dfs-upstream", "--out", str(tmp_path)]
-    assert cli.main([*run, "--columns", "model,strategy,transitions"]) == 0
+def test_columns_name_record_fields_and_an_unknown_one_fails_with_one_line_before_measuring(tmp_path, capsys):
+    run = ["run", "--models", "synthetic_small", "--strategies", "dfs-upstream", "--workers", "0"]
+    assert cli.main([*run, "--out", str(tmp_path / "a"), "--columns", "model,strategy,transitions"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["transitions"] and table[2].split()[:2] == ["synthetic_small", "dfs-upstream"]
-    assert cli.main([*run, "--columns", "transitions,no_such_field"]) == 2
+    assert cli.main([*run, "--out", str(tmp_path / "b"), "--columns", "transitions,no_such_field"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("layoutbench: error: --columns: no record has no_such_field; "
+                                                   "fields: all, ")
+    assert not (tmp_path / "b").exists()  # nothing measured
+
+
+def test_a_column_only_a_plug_in_strategy_could_add_is_checked_against_its_records(tmp_path, capsys):
+    run = ["run", "--models", "synthetic_small", "--strategies", "tests.helpers.user_strategies:ShallowSearch",
+           "--out", str(tmp_path), "--workers", "0", "--columns", "transitions,shallow_field"]
+    assert cli.main(run) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[-1].startswith("layoutbench: error: --columns: no record has no_such_field; fields: ")
+    assert lines[-1].startswith("layoutbench: error: --columns: no record has shallow_field; fields: ")
     assert len(RecordStore(tmp_path).read()) == 1  # measured and kept all the same

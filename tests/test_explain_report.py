@@ -1,6 +1,7 @@
 """``explain`` (why each transition exists, where two strategies differ), the graph picture,
 and the HTML report, the last two opened in headless Chromium."""
 
+import errno
 import json
 
 import matplotlib.image
@@ -11,8 +12,10 @@ from harness import cli
 from harness.inspection import graph_view
 from harness.targets.vulkan import metrics
 from harness.inspection.explain import compare_strategies, transitions_table
+from harness.results.store import make_record
 
 from .helpers.browser import chromium, screenshot
+from .helpers.failing_writes import fail_writes
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
 
@@ -107,3 +110,59 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def _results(directory, *records):
+    directory.mkdir()
+    (directory / "records.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return directory
+
+
+def _two_strategies(directory, transitions=9):
+    """A results directory of bfs-downstream and the proven optimum on one model."""
+    return _results(directory, make_record("m", "bfs-downstream", "vulkan", "ok", transitions=transitions,
+                                           pass_seconds=0.01),
+                    make_record("m", "ilp", "vulkan", "ok", transitions=8, optimal=True, pass_seconds=0.05))
+
+
+@pytest.mark.parametrize("out, message", [
+    ("{results}", "{results} is a directory; name the HTML file to write (e.g. --out {results}/report.html)"),
+    ("{results}/records.jsonl/x.html", "cannot write the report {results}/records.jsonl/x.html: Not a directory; "
+                                       "name another with --out"),
+])
+def test_a_report_path_that_cannot_be_a_file_is_one_line_and_exit_2(tmp_path, capsys, out, message):
+    results = _two_strategies(tmp_path / "r")
+    assert cli.main(["report", str(results), "--out", out.format(results=results)]) == 2
+    assert capsys.readouterr().err == f"layoutbench: error: {message.format(results=results)}\n"
+
+
+def test_a_report_into_a_read_only_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    results = _two_strategies(tmp_path / "r")
+    fail_writes(monkeypatch, results, errno.EACCES)
+    assert cli.main(["report", str(results)]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: cannot write the report {results / 'report.html'}: "
+                                       "Permission denied; name another with --out\n")
+
+
+def test_a_disk_that_fills_up_fails_the_report_in_one_line_and_keeps_the_last_one_whole(tmp_path, monkeypatch, capsys):
+    results = _two_strategies(tmp_path / "r")
+    assert cli.main(["report", str(results)]) == 0
+    before = {path.name: path.read_bytes() for path in results.rglob("report*") if path.is_file()}
+    fail_writes(monkeypatch, results, errno.ENOSPC)
+    capsys.readouterr()
+    assert cli.main(["report", str(results)]) == 1
+    assert capsys.readouterr().err == (f"layoutbench: failed: cannot write the report {results / 'report.html'}: "
+                                       "No space left on device; free space and run the command again\n")
+    assert {path.name: path.read_bytes() for path in results.rglob("report*") if path.is_file()} == before
+
+
+@pytest.mark.parametrize("records", [
+    [make_record("m", "bfs-downstream", "vulkan", "failed", reason="failed to export"),
+     make_record("m", "ilp", "vulkan", "failed", reason="failed to export")],
+    [make_record("m", "bfs-downstream", "vulkan", "ok", transitions=None, pass_seconds=0.01),
+     make_record("m", "ilp", "vulkan", "ok", transitions=8, optimal=True, pass_seconds=0.05)],
+], ids=["every record failed", "a strategy without transitions"])
+def test_a_report_of_records_without_the_compared_metrics_is_written(tmp_path, capsys, records):
+    results = _results(tmp_path / "r", *records)
+    assert cli.main(["report", str(results)]) == 0
+    assert capsys.readouterr().out.strip() == str(results / "report.html")

@@ -98,12 +98,30 @@ def test_relative_and_absolute_thresholds():
     assert [(t.metric, t.limit, t.relative) for t in parsed] == [("transitions", 0, False), ("transition_bytes", 0.05, True)]
 
 
+@pytest.mark.parametrize("unreadable", [float("nan"), None], ids=["nan", "null"])
+def test_a_metric_the_candidate_has_no_value_for_fails_the_gate_in_one_line_per_record(tmp_path, capsys, unreadable):
+    baseline = _write(tmp_path / "b", make_record("m", "s", "vulkan", "ok", transitions=9, transition_bytes=100),
+                      make_record("m2", "s", "vulkan", "ok", transitions=3))
+    candidate = _write(tmp_path / "c", make_record("m", "s", "vulkan", "ok", transitions=unreadable,
+                                                   transition_bytes=100),
+                       make_record("m2", "s", "vulkan", "ok", transitions=3))
+    assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "worse" in line] == [
+        "layoutbench: worse: m / s / vulkan: transitions 9 in the baseline, no value in the candidate: cannot compare"]
+    assert err[-1].startswith("layoutbench: gate failed: 1 regressions")
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
         ("transitons=0", "unknown metric 'transitons' in --threshold; known: transitions"),
         ("transitions=lots", "threshold of transitions must be a number or a percentage, not 'lots'"),
+        ("transitions=nan", "threshold of transitions must be a number or a percentage, not 'nan'"),
+        ("transitions=inf", "threshold of transitions must be a number or a percentage, not 'inf'"),
+        ("transition_bytes=nan%", "threshold of transition_bytes must be a number or a percentage, not 'nan%'"),
         ("transitions=-1", "must not be negative"),
+        ("transitions=-inf", "must be a number or a percentage, not '-inf'"),
         ("", "--threshold names no metric"),
     ],
 )
@@ -120,6 +138,8 @@ def test_bad_thresholds_are_one_line_errors(text, message):
         ([], "say what to run (--models or --zoo), or what to judge"),
         (["--baseline", "{tmp}/none", "--candidate", "{tmp}"],
          "has no records.jsonl; write it with layoutbench run --out"),
+        (["--baseline", "{tmp}", "--candidate", "{tmp}", "--threshold", "transitions=nan"],
+         "threshold of transitions must be a number or a percentage, not 'nan'"),
     ],
 )
 def test_gate_usage_errors_exit_2(tmp_path, capsys, args, message):
@@ -140,7 +160,7 @@ def test_default_thresholds_gate_arm_records_too(tmp_path):
 
 def test_default_thresholds_gate_latency_only_where_the_runtime_s_events_timed_it(tmp_path):
     """5 % on the median of Method::execute (about 2 % between runs on an H100); a wall-clock
-    latency, on either side, is not compared."""
+    latency in the baseline is not compared, and one in the candidate cannot be: a failure."""
     def run(model, latency, source):
         return make_record(model, "s", "vulkan-run", "ok", latency_ms_median=latency, latency_source=source)
 
@@ -149,5 +169,7 @@ def test_default_thresholds_gate_latency_only_where_the_runtime_s_events_timed_i
     candidate = _write(tmp_path / "c", run("slower", 5.60, "etdump"), run("steady", 5.37, "etdump"),
                        run("wall", 7.26, "wall-clock"), run("mixed", 7.26, "wall-clock"))
     verdicts = judge(baseline, candidate, parse_thresholds(DEFAULT_THRESHOLDS))
-    latency = verdicts[verdicts["metric"] == "latency_ms_median"].set_index("model")["verdict"]
-    assert latency.to_dict() == {"slower": "worse", "steady": "ok"}
+    latency = verdicts[verdicts["metric"] == "latency_ms_median"].set_index("model")
+    assert latency["verdict"].to_dict() == {"slower": "worse", "steady": "ok", "mixed": "missing"}
+    assert latency.loc["mixed", "note"] == ("latency_ms_median 5.26 in the baseline, latency_source 'wall-clock' "
+                                            "(not 'etdump') in the candidate: cannot compare")

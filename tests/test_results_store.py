@@ -1,6 +1,7 @@
 """A results directory: one writer at a time, a bad --out, lines that are not records, and
 records whose metric is not a number."""
 
+import errno
 import json
 import os
 import socket
@@ -16,6 +17,8 @@ from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
+from strategies.gpu_costs import COSTS_ENV
+from tests.helpers.failing_writes import fail_writes
 
 STRATEGIES = strategies.list_strategies()
 
@@ -164,6 +167,94 @@ def test_a_metric_that_is_not_a_number_is_one_line_naming_file_and_line_exit_2(t
     assert cli.main(argv) == 2
     assert capsys.readouterr().err == (f"layoutbench: error: {candidate / 'records.jsonl'}:2: transitions is 'nine', "
                                        "not a number; correct or delete that line\n")
+
+
+# Lines that parse as records but hold a field no reader can use.
+UNUSABLE = {
+    "a list for a target": lambda record: {**record, "target": ["vulkan"]},
+    "a string for the schema version": lambda record: {**record, "schema_version": "2"},
+    "a number for a reason": lambda record: {**record, "reason": 3},
+    "an infinite metric": lambda record: {**record, "transitions": float("inf")},
+}
+
+
+@pytest.mark.parametrize("command", ["report", "gate"])
+@pytest.mark.parametrize("unusable", UNUSABLE)
+def test_a_line_with_a_field_no_reader_can_use_is_skipped_and_named_and_kept(tmp_path, capsys, command, unusable):
+    baseline = _results(tmp_path / "b", _record(transitions=9), _record("ilp", transitions=8))
+    bad = json.dumps(UNUSABLE[unusable](json.loads(_record(transitions=9))))
+    candidate = _results(tmp_path / "c", bad, _record("ilp", transitions=8))
+    kept = (candidate / "records.jsonl").read_bytes()
+    argv = ["gate", "--baseline", str(baseline), "--candidate", str(candidate)] if command == "gate" else [
+        "report", str(candidate)]
+    assert cli.main(argv) == (1 if command == "gate" else 0)  # the gate misses the record it could not read
+    err = capsys.readouterr().err
+    assert f"layoutbench: {candidate / 'records.jsonl'}: 1 line is not a record (line 1); skipped\n" in err
+    assert "Traceback" not in err
+    assert (candidate / "records.jsonl").read_bytes() == kept
+
+
+def test_a_sweep_into_a_directory_with_unusable_lines_skips_names_and_keeps_them(tmp_path, capsys):
+    lines = [json.dumps(UNUSABLE[unusable](json.loads(_record()))) for unusable in
+             ("a list for a target", "a string for the schema version")]
+    results = _results(tmp_path / "r", *lines)
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out", str(results),
+                     "--workers", "0", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert f"layoutbench: {results / 'records.jsonl'}: 2 lines are not records (lines 1, 2); skipped\n" in err
+    assert (results / "records.jsonl").read_text().splitlines()[:2] == lines
+    assert [r["status"] for r in RecordStore(results).read()] == ["ok"]
+
+
+def test_a_disk_that_fills_up_leaves_no_half_record_and_fails_in_one_line(tmp_path, monkeypatch, capsys):
+    fail_writes(monkeypatch, tmp_path, errno.ENOSPC, after=1)  # the second record's line
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream,dfs-upstream",
+                     "--out", str(tmp_path), "--workers", "0", "--format", "json"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == (f"layoutbench: failed: cannot write a record to {tmp_path / 'records.jsonl'}: "
+                                    "No space left on device; free space and run the command again")
+    lines = (tmp_path / "records.jsonl").read_text().splitlines(keepends=True)
+    assert [json.loads(line)["strategy"] for line in lines] == ["bfs-downstream"]  # whole, and only it
+    assert lines[0].endswith("\n")
+
+
+def _run_ilp_time(out) -> None:
+    """``run`` of ilp-time, which skips it before measuring where no cost table is in force."""
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "ilp-time", "--out", str(out),
+                     "--workers", "0"]) == 0
+
+
+def test_an_unchanged_skip_is_not_written_again(tmp_path, monkeypatch, capsys):
+    table = os.environ[COSTS_ENV]
+    monkeypatch.delenv(COSTS_ENV)
+    for _ in range(3):
+        _run_ilp_time(tmp_path)
+        assert capsys.readouterr().err.splitlines()[-1].endswith(", 1 skipped before measuring")
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["skipped"]
+    monkeypatch.setenv(COSTS_ENV, table)
+    _run_ilp_time(tmp_path)
+    monkeypatch.delenv(COSTS_ENV)
+    _run_ilp_time(tmp_path)  # a skip after another record of it is news: written
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in lines] == ["skipped", "ok", "skipped"]
+
+
+def test_a_sweep_over_two_targets_takes_the_lock_and_reads_the_records_once(tmp_path, monkeypatch):
+    calls = {"writing": 0, "read": 0}
+    for method in calls:
+        real = getattr(RecordStore, method)
+
+        def counted(self, *args, _real=real, _method=method, **kwargs):
+            calls[_method] += 1
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(RecordStore, method, counted)
+    monkeypatch.delenv(COSTS_ENV)  # ilp-time skipped on both targets: nothing to measure
+    sweep = run_sweep(["synthetic_small"], ["ilp-time"], ["vulkan", "vulkan-run"], RecordStore(tmp_path))
+    assert [(r["target"], r["status"]) for r in sweep.records] == [("vulkan", "skipped"), ("vulkan-run", "skipped")]
+    assert calls == {"writing": 1, "read": 1}
 
 
 def test_report_on_a_directory_without_records_says_to_run(tmp_path, capsys):

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import PROGRAM
-from harness.commands.output import SweepProgress, render_records
+from harness.commands.output import SweepProgress, check_columns, render_records
 
 
 def gate(args) -> int:
@@ -34,12 +34,11 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
     the records, in plan order, and one line saying what failed, was skipped and was reused."""
     from pathlib import Path
 
-    from harness.results.store import RecordStore, key, latest
+    from harness.results.store import RecordStore
     from harness.sweep.execution import Execution
-    from harness.sweep.planning import run_sweep, strategies_for
+    from harness.sweep.planning import run_sweep
     from harness.targets import MeasureContext, RunSettings
 
-    plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
     store = RecordStore(args.out)
     from strategies import gpu_costs
 
@@ -48,17 +47,10 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
                                          processes=args.processes),
                              gpu_costs.load(args.costs) if args.costs else None)
     execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
-    measured = reused = skipped = 0
-    with store.writing(wait=not args.no_wait), SweepProgress(len(plan)) as progress:
-        for target in targets:
-            done = run_sweep(model_names, strategy_names, target, store, progress, fresh=args.fresh,
-                             context=context, execution=execution)
-            measured, reused = measured + len(done.measured), reused + len(done.reused)
-            skipped += len(done.skipped)
-        records = latest(store.read())  # before another command's sweep can add to them
-
-    order = {entry: i for i, entry in enumerate(plan)}
-    records = sorted((r for r in records if key(r) in order), key=lambda r: order[key(r)])
+    with SweepProgress() as progress:
+        done = run_sweep(model_names, strategy_names, targets, store, progress, fresh=args.fresh, context=context,
+                         execution=execution, wait=not args.no_wait)
+    records = done.records
     reasons: dict = {}
     for record in records:
         if record["status"] == "failed":
@@ -68,9 +60,9 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
         print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
     for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
         print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
-    unrun = f", {skipped} skipped before measuring" if skipped else ""
-    print(f"{PROGRAM}: {len(records)} records in {store.path}: {measured} measured, {reused} reused "
-          f"(same identity: model, strategy and harness code, tool versions){unrun}", file=sys.stderr)
+    unrun = f", {len(done.skipped)} skipped before measuring" if done.skipped else ""
+    print(f"{PROGRAM}: {len(records)} records in {store.path}: {len(done.measured)} measured, {len(done.reused)} "
+          f"reused (same identity: model, strategy and harness code, tool versions){unrun}", file=sys.stderr)
     return records
 
 
@@ -89,8 +81,11 @@ def run(args) -> int:
     import strategies
     from harness.targets import resolve_targets
 
-    records = sweep(args, models.resolve_models(args.models, args.zoo),
-                    strategies.resolve_strategies(args.strategies), resolve_targets(args.target))
+    model_names = models.resolve_models(args.models, args.zoo)
+    strategy_names = strategies.resolve_strategies(args.strategies)
+    targets = resolve_targets(args.target)
+    check_columns(args.columns, strategy_names)  # a usage error measures nothing
+    records = sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
     return 1 if any(r["status"] == "failed" for r in records) else 0
 

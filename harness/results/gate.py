@@ -1,14 +1,17 @@
 """The regression gate: a candidate results directory judged against a baseline one.
 
 Both directories are written by ``layoutbench run``. Every (model, strategy, target)
-the baseline has ``ok`` must be ``ok`` in the candidate too, and no gated metric may grow
-past its threshold. Thresholds are absolute (``transitions=0``: not one more) or relative
-(``transition_bytes=5%``). Every metric is lower-is-better except those
-the schema calls higher-is-better (inferences per second), where a drop is what is limited.
-A metric the schema gates only where records say how it was measured (latency: timed by
-the runtime's events, ``latency_source``) is compared only where both records say so.
+the baseline has ``ok`` must be ``ok`` in the candidate too, every gated metric the baseline
+has must be there to compare in the candidate (a null, a NaN or another way of measuring it
+is a failure, never a pass), and none may grow past its threshold. Thresholds are absolute
+(``transitions=0``: not one more) or relative (``transition_bytes=5%``). Every metric is
+lower-is-better except those the schema calls higher-is-better (inferences per second),
+where a drop is what is limited. A metric the schema gates only where records say how it
+was measured (latency: timed by the runtime's events, ``latency_source``) is gated where
+the baseline says so, and then fails where the candidate does not.
 """
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import pandas as pd
 from harness.results.schema import IDENTITY_KEYS, METRICS, default_thresholds, higher_is_better
 from harness.results.frames import frame
 from harness.results.store import RecordStore, latest
+from harness.results.table import format_number
 from layoutkit.errors import UsageError
 
 # Deterministic metrics (Vulkan and Arm), and the one timing that repeats closely enough
@@ -60,7 +64,9 @@ def parse_thresholds(text: str) -> list[Threshold]:
         try:
             limit = float(value[:-1] if relative else value)
         except ValueError:
-            raise GateError(f"threshold of {metric} must be a number or a percentage, not {value!r}") from None
+            limit = math.nan
+        if not math.isfinite(limit):  # nan and inf parse as floats, and no value compares with them
+            raise GateError(f"threshold of {metric} must be a number or a percentage, not {value!r}")
         if limit < 0:
             raise GateError(f"threshold of {metric} must not be negative ({value})")
         thresholds.append(Threshold(metric, limit / 100 if relative else limit, relative))
@@ -84,17 +90,26 @@ def _value(record: pd.Series, metric: str):
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _comparable(baseline: pd.Series, candidate: pd.Series, metric: str) -> bool:
-    """Whether both records measured ``metric`` the way the schema requires for gating it."""
+def _gated(record: pd.Series, metric: str) -> float | None:
+    """``metric`` of ``record`` where it has a value measured the way the schema requires for gating it."""
     condition = METRICS[metric].gated_where
-    return condition is None or all(record.get(condition[0]) == condition[1] for record in (baseline, candidate))
+    return _value(record, metric) if condition is None or record.get(condition[0]) == condition[1] else None
+
+
+def _why_not_gated(record: pd.Series, metric: str) -> str:
+    """Why a candidate record's ``metric`` cannot be compared (see :func:`_gated`)."""
+    value, condition = record.get(metric), METRICS[metric].gated_where
+    if value is None or pd.isna(value):
+        return "no value"
+    return f"{condition[0]} {record.get(condition[0])!r} (not {condition[1]!r})"
 
 
 def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold]) -> pd.DataFrame:
     """One row per (model, strategy, target, metric) gated, with the verdict.
 
     Verdicts: ``ok``, ``better``, ``worse`` (past the threshold), ``missing`` (the candidate
-    has no ok record where the baseline has one), ``new`` (only the candidate has it).
+    has no ok record where the baseline has one, or no value to compare where the baseline
+    has one), ``new`` (only the candidate has it).
     """
     baseline = _records(baseline_dir, "baseline")
     candidate = _records(candidate_dir, "candidate")
@@ -107,8 +122,13 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
             rows.append({**identity, "metric": "status", "verdict": "missing", "note": reason})
             continue
         for threshold in thresholds:
-            before, after = _value(base, threshold.metric), _value(cand, threshold.metric)
-            if before is None or after is None or not _comparable(base, cand, threshold.metric):
+            before, after = _gated(base, threshold.metric), _gated(cand, threshold.metric)
+            if before is None:
+                continue
+            if after is None:
+                rows.append({**identity, "metric": threshold.metric, "baseline": before, "verdict": "missing",
+                             "note": f"{threshold.metric} {format_number(before)} in the baseline, "
+                                     f"{_why_not_gated(cand, threshold.metric)} in the candidate: cannot compare"})
                 continue
             verdict = "ok" if threshold.allows(before, after) else "worse"
             if verdict == "ok" and threshold.worsening(before, after) < 0:

@@ -27,7 +27,7 @@ from harness.results.frames import NO_STRATEGY, load, with_derived
 from harness.results.results_dir import ResultsDir
 from harness.results.schema import METRICS, Metric
 from harness.results.table import FORMATS, format_number
-from layoutkit.errors import UsageError
+from layoutkit.errors import UsageError, write_error
 from layoutkit.reference_strategies import BASELINE_STRATEGY, OPTIMUM_STRATEGY
 
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
@@ -304,9 +304,10 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
         raise UsageError(f"no records in '{results}'; run layoutbench run --out {results} first")
     frame = with_derived(frame)
     html_path = Path(out) if out else ResultsDir(results).report
-    html_path.parent.mkdir(parents=True, exist_ok=True)
+    if html_path.is_dir():
+        raise UsageError(f"{html_path} is a directory; name the HTML file to write (e.g. --out "
+                         f"{html_path / 'report.html'})")
     charts_dir = html_path.with_name(html_path.stem + "_charts")
-    charts_dir.mkdir(exist_ok=True)
     palette = charts.colours(_strategy_order(frame["strategy"].loc[lambda s: s != NO_STRATEGY]), BASELINE_STRATEGY)
 
     title = f"layoutbench report: {results.resolve().name}"
@@ -321,16 +322,30 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     blocks += [Heading("Environment", 2), Table("Versions and machine", environment),
                Note(f"Written {written} from {results}.")]
 
-    for stale in (path for path in charts_dir.iterdir() if path.suffix in (".svg", ".png")):  # an earlier report's
-        stale.unlink()
-    for chart in (b for b in blocks if isinstance(b, Chart)):
-        (charts_dir / chart.file_name).write_bytes(chart.svg)
     body = "".join(_html(block) for block in blocks)
-    html_path.write_text(
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}"
-        f"<script>{SORT_SCRIPT}</script></body></html>"
-    )
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}"
+            f"<script>{SORT_SCRIPT}</script></body></html>")
     markdown = "\n".join([f"# {title}\n", *(_markdown(block, charts_dir.name) for block in blocks)])
-    html_path.with_suffix(".md").write_text(markdown)
+    files = {charts_dir / chart.file_name: chart.svg for chart in blocks if isinstance(chart, Chart)}
+    files.update({html_path: page.encode(), html_path.with_suffix(".md"): markdown.encode()})
+    try:
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        for stale in (path for path in charts_dir.iterdir() if path.suffix in (".svg", ".png")):  # an earlier report's
+            stale.unlink()
+        for path, content in files.items():
+            _write_whole(path, content)
+    except OSError as error:
+        raise write_error(f"the report {html_path}", error, "--out") from None
     return html_path
+
+
+def _write_whole(path: Path, content: bytes) -> None:
+    """``content`` into ``path`` whole or not at all: a write that fails (a full disk) leaves
+    what was there before, never a report cut short."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_bytes(content)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)

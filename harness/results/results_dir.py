@@ -21,6 +21,8 @@ alone on another machine, it cannot import this module.
 import re
 from pathlib import Path
 
+from layoutkit.errors import UsageError
+
 
 def _file_name(text: str) -> str:
     """``text`` as one file name (a plug-in's ``module:Class``, a model's ``timm:name``)."""
@@ -33,6 +35,8 @@ class ResultsDir:
     PROGRAM_SUFFIXES = {"node_map": ".nodes.json", "etdump": ".etdump", "inputs": ".inputs"}
 
     def __init__(self, root: str | Path):
+        if not str(root):  # Path("") is the current directory, which no one named
+            raise UsageError("an empty path names no results directory; name one (e.g. --out results)")
         self.root = Path(root)
         self.records = self.root / "records.jsonl"
         self.writer_lock = self.root / ".writer.lock"

@@ -11,6 +11,7 @@ plus the target that measures it.
 Records carry ``schema_version``; :func:`upgrade` reads records of earlier versions.
 """
 
+import math
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 2
@@ -155,6 +156,20 @@ def default_thresholds() -> str:
     """The gate's default: every metric with a default threshold (deterministic ones, and
     latency where the runtime's events measured it)."""
     return ",".join(f"{m.name}={m.gate}" for m in METRICS.values() if m.gate is not None)
+
+
+# The types of the fields every reader of a record relies on.
+_CONTEXT_TYPES = {"model": str, "strategy": (str, type(None)), "target": str, "status": str,
+                  "reason": (str, type(None))}
+
+
+def well_formed(record: dict) -> bool:
+    """Whether ``record`` can be read as one: its context fields of their types, a known
+    status, a whole-number schema version (none: version 1), and no metric infinite (no
+    table, chart or gate can use one)."""
+    return (all(isinstance(record.get(name), types) for name, types in _CONTEXT_TYPES.items())
+            and record.get("status") in STATUSES and type(record.get("schema_version", 1)) is int
+            and not any(isinstance(record.get(name), float) and math.isinf(record[name]) for name in METRICS))
 
 
 def not_a_number(record: dict) -> str | None:

@@ -7,9 +7,10 @@ earlier schema versions; :mod:`harness.results.frames` makes pandas tables of th
 Targets without a pluggable layout pass (Arm) record the strategy as null.
 
 One process writes a results directory at a time (:meth:`RecordStore.writing`, held for a
-whole command), so no record is ever a duplicate: a sweep's lines are one unbroken run,
-with each (model, strategy, target) of its plan once, measured or (where the file does
-not hold it yet) reused; a second sweep into the directory starts when the first ends,
+whole sweep), so no record is ever a duplicate: a sweep's lines are one unbroken run, with
+each (model, strategy, target) of its plan at most once: measured, reused where the file
+does not hold it yet, or skipped where the file's latest record of it is not that same
+skip; a second sweep into the directory starts when the first ends,
 and then reuses what the first measured (with ``--fresh``, measures it again: a run of
 its own lines after the first's).
 """
@@ -24,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.results.results_dir import ResultsDir
-from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade
-from layoutkit.errors import UsageError
+from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade, well_formed
+from layoutkit.errors import UsageError, write_error
 from layoutkit.files import file_lock
 
 
@@ -51,10 +52,6 @@ class ResultsBusyError(UsageError):
     """Another process writes the results directory, and the caller would not wait."""
 
 
-# The results directories whose writer lock this process holds (see RecordStore.writing).
-_HELD: set[Path] = set()
-
-
 def _this_process() -> dict:
     return {"pid": os.getpid(), "host": socket.gethostname(), "command": shlex.join(sys.argv),
             "since": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
@@ -70,12 +67,13 @@ def _holder(text: str) -> str:
 
 
 def _record(line: str) -> dict | None:
-    """The record a line holds (in the current schema), or None where it holds none."""
+    """The record a line holds (in the current schema), or None where it holds none (or one
+    no reader could use: see :func:`~harness.results.schema.well_formed`)."""
     try:
         record = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(record, dict) or not {*IDENTITY_KEYS, "status"} <= record.keys():
+    if not isinstance(record, dict) or not {*IDENTITY_KEYS, "status"} <= record.keys() or not well_formed(record):
         return None
     return upgrade(record)
 
@@ -89,15 +87,15 @@ class RecordStore:
     """The JSON Lines file of one results directory."""
 
     def __init__(self, directory: str | Path):
-        self.directory = Path(directory)
-        self.layout = ResultsDir(self.directory)
+        self.layout = ResultsDir(directory)
+        self.directory = self.layout.root
         self.path = self.layout.records
         self._reported: list[int] = []  # the lines already named as not records
 
     def read(self) -> list[dict]:
         """The records, in the order written. A line that holds no record (cut short by a
-        kill, or written by hand or by another tool) is skipped and named on stderr; a record
-        whose metric is not a number raises :class:`MalformedRecordError`."""
+        kill, written by hand or by another tool, a field no reader could use) is skipped and
+        named on stderr; a record whose metric is not a number raises :class:`MalformedRecordError`."""
         if not self.path.exists():
             return []
         records, skipped = [], []
@@ -125,12 +123,7 @@ class RecordStore:
     def writing(self, wait: bool = True):
         """Held while this process writes the directory (created where missing). Another
         process holding it: wait for it, saying so on stderr, or with ``wait=False`` raise
-        :class:`ResultsBusyError`; a holder that was killed is taken over, said in one line.
-        Where this process holds it already (the command line, for every target of a sweep),
-        a no-op."""
-        if self.directory.resolve() in _HELD:
-            yield
-            return
+        :class:`ResultsBusyError`; a holder that was killed is taken over, said in one line."""
         lock = self.layout.writer_lock  # holds the writer's pid, host, command and start while it writes
         with contextlib.ExitStack() as stack:
             try:
@@ -155,23 +148,35 @@ class RecordStore:
             handle.truncate(0)
             handle.write(json.dumps(_this_process()))
             handle.flush()
-            _HELD.add(self.directory.resolve())
             try:
                 yield
             finally:
-                _HELD.discard(self.directory.resolve())
                 handle.truncate(0)
 
-    def append(self, record: dict) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a+b") as out:
-            # A line cut short by a kill must not swallow the record written after it.
-            if out.tell() > 0:
-                out.seek(-1, 2)
-                if out.read(1) != b"\n":
-                    out.write(b"\n")
-            out.write(json.dumps(record, default=str).encode() + b"\n")
-            out.flush()
+    def append(self, record: dict) -> dict:
+        """Write ``record`` as the file's last line; the record as JSON gives it back (lists
+        for tuples, strings for what JSON cannot hold), as a later read would. A write that
+        fails (a full disk) leaves the file as it was and raises a one-line error: never half
+        a line."""
+        line = json.dumps(record, default=str).encode() + b"\n"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a+b", buffering=0) as out:
+                end = out.seek(0, os.SEEK_END)
+                if end:
+                    out.seek(end - 1)
+                    if out.read(1) != b"\n":  # a line cut short by a kill must not swallow this record
+                        line = b"\n" + line
+                try:
+                    written = 0
+                    while written < len(line):
+                        written += out.write(line[written:])
+                except OSError:
+                    out.truncate(end)
+                    raise
+        except OSError as error:
+            raise write_error(f"a record to {self.path}", error, "--out") from None
+        return json.loads(line)
 
 
 def latest(records: list[dict]) -> list[dict]:

@@ -44,9 +44,14 @@ def failure_reasons(records: pd.DataFrame, top: int = 12) -> pd.DataFrame:
     return counts.sort_values("count", ascending=False).head(top).rename(columns={"first": "e.g."})
 
 
+# What strategies are compared on: columns of the comparable records even where no record has them
+# (every record failed before the pass, say), so that a summary of them is empty, not an error.
+_COMPARED = ("transitions", "optimal", "pass_seconds")
+
+
 def comparable(records: pd.DataFrame) -> pd.DataFrame:
     """The ok records of the models where every strategy that measured anything is ok."""
-    ok = records[records["status"] == "ok"]
+    ok = records[records["status"] == "ok"].reindex(columns=records.columns.union(_COMPARED, sort=False))
     strategies = ok["strategy"].nunique()
     complete = ok.groupby("model")["strategy"].nunique().eq(strategies)
     return ok[ok["model"].isin(complete[complete].index)]
@@ -76,7 +81,8 @@ def above_optimum(records: pd.DataFrame, strategy: str) -> pd.DataFrame:
         return pd.DataFrame(columns=[strategy, OPTIMUM_STRATEGY])
     proven = both[(both["strategy"] == OPTIMUM_STRATEGY) & both["optimal"].eq(True)]["model"]
     table = both.pivot_table(index="model", columns="strategy", values="transitions", aggfunc="first")
-    table = table.loc[table.index.isin(proven), [strategy, OPTIMUM_STRATEGY]]
+    # reindexed: a strategy whose every ok record lacks transitions is a column of gaps, not none
+    table = table.reindex(columns=[strategy, OPTIMUM_STRATEGY]).loc[table.index.isin(proven)]
     return table[table[strategy] > table[OPTIMUM_STRATEGY]].astype(int).sort_values(strategy, ascending=False)
 
 

@@ -31,7 +31,7 @@ from strategies import gpu_costs
 from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
 from harness.results.provenance import code_digest, identity_fields, provenance
-from harness.results.store import RecordStore
+from harness.results.store import RecordStore, key
 from harness.sweep import job as job_code
 from harness.sweep.events import CommandMistake, Recorded, WorkerEvent
 from harness.sweep.execution import Execution
@@ -43,6 +43,9 @@ RECORDS = DiskCache("records")
 
 class SilentProgress:
     """The progress interface a sweep reports to; this one shows nothing."""
+
+    def begin(self, total: int) -> None:
+        """The sweep is planned (``total`` records) and the results directory is its own."""
 
     def stage(self, text: str) -> None:
         pass
@@ -83,9 +86,13 @@ def settled(record: dict) -> bool:
     return bool(record.get("identity")) and (record.get("status") == "ok" or bool(record.get("repeatable")))
 
 
-def _reusable(store: RecordStore) -> dict:
-    """The settled records of a results directory, by identity."""
-    return {r["identity"]: r for r in store.read() if settled(r)}
+def _unchanged(stored: dict | None, record: dict) -> bool:
+    """Whether ``stored`` (a record read from the results directory) says all that ``record``
+    does but when: a skip the directory holds already, not to be written again."""
+    def said(fields: dict) -> dict:
+        return {name: value for name, value in fields.items() if name != "timestamp"}
+
+    return stored is not None and said(stored) == said(json.loads(json.dumps(record, default=str)))
 
 
 def _cache_record(record: dict) -> None:
@@ -118,30 +125,44 @@ def _with_log(record: dict, store: RecordStore) -> dict:
 def run_sweep(
     model_names: list[str],
     strategy_names: list[str],
-    target_name: str,
+    targets: str | list[str],
     store: RecordStore,
     progress=None,
     fresh: bool = False,
     context: MeasureContext | None = None,
     execution: Execution | None = None,
+    wait: bool = True,
 ) -> Sweep:
-    """Measure each (model, strategy) on the target, reusing every record whose identity a
-    results directory or the record cache already holds (none with ``fresh``); the rest is
-    measured one job per model where ``execution`` says (default: a worker process per
-    model, as many at once as the machine has cores). The results directory is this
-    process's to write meanwhile (waiting for another writer: see ``RecordStore.writing``)."""
-    with store.writing():
-        return _plan_and_measure(model_names, strategy_names, target_name, store, progress, fresh, context, execution)
+    """Measure each (model, strategy) on each target (a name, or several), reusing every
+    record whose identity a results directory or the record cache already holds (none with
+    ``fresh``); the rest is measured one job per model where ``execution`` says (default: a
+    worker process per model, as many at once as the machine has cores). The results
+    directory is this sweep's to write throughout (waiting for another writer, or with
+    ``wait=False`` stopping: see ``RecordStore.writing``), so its lines are one unbroken
+    run. The records come in plan order: targets, then models, then strategies."""
+    targets = [targets] if isinstance(targets, str) else list(targets)
+    plan = [(m, s, t) for t in targets for m in model_names for s in strategies_for(t, strategy_names)]
+    progress = progress or SilentProgress()
+    context = context or MeasureContext(results_dir=store.directory.resolve())
+    sweep = Sweep()
+    with store.writing(wait=wait):
+        written = store.read()
+        progress.begin(len(plan))
+        for target in targets:
+            _plan_and_measure(model_names, strategy_names, target, store, written, sweep, progress, fresh, context,
+                              execution)
+    order = {entry: i for i, entry in enumerate(plan)}
+    sweep.records.sort(key=lambda r: order[key(r)])
+    return sweep
 
 
 def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_name: str, store: RecordStore,
-                      progress, fresh: bool, context: MeasureContext | None, execution: Execution | None) -> Sweep:
+                      written: list[dict], sweep: Sweep, progress, fresh: bool, context: MeasureContext,
+                      execution: Execution | None) -> None:
+    """One target's part of a sweep, into ``sweep``; ``written``: the results directory's records before it."""
     target = get_target(target_name)
     chosen = strategies_for(target_name, strategy_names)
-    progress = progress or SilentProgress()
-    context = context or MeasureContext(results_dir=store.directory.resolve())
     versions = provenance()
-    sweep = Sweep()
     try:
         target.prepare(context)
         unavailable = None
@@ -151,13 +172,17 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
     # The code that makes a record (not the code that plans or schedules it).
     harness_digest = code_digest(sys.modules[type(target).__module__], job_code)
     strategy_digests = {s: code_digest(strategies.get_strategy(s)) if s else None for s in chosen}
-    known = {} if fresh else _reusable(store)
+    known = {} if fresh else {r["identity"]: r for r in written if settled(r)}
+    stored = {key(r): r for r in written}  # the latest of each (model, strategy, target)
     # Asked once, before any worker starts: a strategy lacking something here (ilp-time, a cost table).
     with gpu_costs.table_in_force(context.costs):
         strategy_unavailable = {s: strategies.unavailable_reason(s) for s in chosen if s}
 
     def emit(record: dict, measured: bool = True) -> None:
-        store.append(record)
+        if measured or not _unchanged(stored.get(key(record)), record):
+            record = store.append(record)
+        else:
+            record = stored[key(record)]
         if settled(record):
             _cache_record(record)
         sweep.records.append(record)
@@ -184,7 +209,7 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
                 job.identities[strategy] = identity
                 continue
             if reused["identity"] not in known:
-                store.append(_with_log(reused, store))
+                reused = store.append(_with_log(reused, store))
             sweep.records.append(reused)
             sweep.reused.append(reused)
             progress.advance(record=reused)
@@ -202,6 +227,3 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
             progress.stage(event.stage)
 
     (execution or Execution()).executor().run(jobs, handle)
-    order = {(m, s): i for i, (m, s) in enumerate((m, s) for m in model_names for s in chosen)}
-    sweep.records.sort(key=lambda r: order.get((r["model"], r["strategy"]), len(order)))
-    return sweep

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.results.provenance import provenance, tool_versions
-from layoutkit.errors import UnknownNameError
+from layoutkit.errors import UnknownNameError, UsageError
 from layoutkit.registry import direct_public_module, import_built_ins
 from strategies.gpu_costs import CostTable, active_table
 
@@ -132,6 +132,8 @@ def get_target(name: str) -> Target:
 def resolve_targets(spec: str) -> list[str]:
     """Target names from a comma list, each checked."""
     names = [t.strip() for t in spec.split(",") if t.strip()]
+    if not names:
+        raise UsageError(f"no target named in {spec!r}; known: {', '.join(list_targets())}")
     for name in names:
         get_target(name)
     return names

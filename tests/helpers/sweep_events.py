@@ -9,6 +9,9 @@ class SweepEvents:
         self.events: list[tuple] = []
         self.on_record = on_record
 
+    def begin(self, total: int) -> None:
+        self.events.append(("begin", total))
+
     def stage(self, text: str) -> None:
         self.events.append(("stage", text))
 

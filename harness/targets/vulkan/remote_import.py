@@ -53,7 +53,7 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
 
 def _name(record: dict) -> str:
     """A record's program as remote_runner.py names it: its path under the results directory."""
-    return str(ResultsDir("").program(record["model"], record["strategy"]))
+    return str(ResultsDir(".").program(record["model"], record["strategy"]))
 
 
 def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:

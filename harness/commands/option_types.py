@@ -1,0 +1,30 @@
+"""The value types of the command line's options: argparse types that turn text into a
+number, or say in one line what was expected."""
+
+import argparse
+
+
+def whole_number(minimum: int):
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
+        return int(text)
+
+    return parse
+
+
+positive = whole_number(1)
+count = whole_number(0)
+
+
+def gibibytes(text: str) -> int:
+    """An argparse type: a size in GiB (a number > 0), in bytes."""
+    try:
+        size = float(text)
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size in GiB > 0, not {text!r}")
+    return int(size * (1 << 30))
