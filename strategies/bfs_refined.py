@@ -16,6 +16,7 @@ from strategies.layout_problem import (
     extract,
     needed_transitions,
     read_assignment,
+    remove_transitions,
     sync_components,
 )
 
@@ -215,7 +216,7 @@ class BfsRefined(TagMemoryMetaPass):
         self.refine_seconds = time.perf_counter() - start
         self.transitions = len(needed_transitions(problem, *refined))
         if self.transitions < self.bfs_transitions:
-            _remove_nodes(graph_module, inserted)
+            remove_transitions(graph_module, inserted)
             apply_assignment(self, graph_module, problem, *refined)
         return PassResult(graph_module, True)
 
@@ -226,10 +227,3 @@ class BfsRefined(TagMemoryMetaPass):
             "refine_seconds": sum(p.refine_seconds for p in passes),
         }
 
-
-def _remove_nodes(graph_module, names: frozenset) -> None:
-    """Undo the pass's clones: each reader goes back to the clone's source."""
-    for node in reversed(list(graph_module.graph.nodes)):
-        if node.name in names:
-            node.replace_all_uses_with(node.args[0])
-            graph_module.graph.erase_node(node)

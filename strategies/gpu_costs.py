@@ -124,12 +124,27 @@ class PerOperatorModel:
 
 
 class GradientBoostedModel:
-    """log(ms) as gradient-boosted trees (LightGBM) over :mod:`strategies.cost_features`."""
+    """A node's time as a *base*, a fixed cost plus a cost per unit of work (its multiply-adds,
+    or elements where it has none) per (operator, input, output), else per operator, times a
+    correction: gradient-boosted trees (LightGBM) of log2(ms / base) over
+    :mod:`strategies.cost_features`. The base carries the size dependence between the sizes
+    measured (trees alone would price a size between two measured ones as one of them); the
+    trees what depends on shapes, packing and arguments."""
 
     kind = "lightgbm"
 
-    def __init__(self, booster_text: str, operators: list[str]):
+    def __init__(self, booster_text: str, operators: list[str], base: dict):
         self.booster_text, self.operators = booster_text, operators
+        self.base = base  # (operator, input, output) or (operator, ANY, ANY) -> (fixed ms, ns per unit of work)
+
+    def base_ms(self, frame) -> "np.ndarray":
+        """Each row's base (rows of :func:`strategies.cost_features.node_features`)."""
+        import numpy as np
+
+        lines = [self.base.get((op, i, o)) or self.base.get((op, ANY, ANY)) or self.base[(ANY, ANY, ANY)]
+                 for op, i, o in zip(frame["operator"].astype(str), frame["input_name"], frame["output_name"])]
+        fixed, per_unit = np.array(lines, dtype=float).T
+        return fixed + per_unit * np.exp2(frame["log_flops"].to_numpy()) * 1e-6
 
     @functools.cached_property
     def booster(self):
@@ -146,27 +161,35 @@ class GradientBoostedModel:
         rows = [node_features(q.signature, q.input, q.output, q.transition) for q in queries]
         frame = pd.DataFrame(rows, columns=list(FEATURES))
         frame["operator"] = pd.Categorical(frame["operator"], categories=self.operators)
-        return frame
+        return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
 
     def predict(self, queries: list[Query]):
         import numpy as np
 
         if not queries:
             return np.zeros(0)
-        return np.exp2(self.booster.predict(self.frame(queries), num_threads=1))
+        from strategies.cost_features import FEATURES
+
+        frame = self.frame(queries)
+        correction = self.booster.predict(frame[list(FEATURES)], num_threads=1)
+        return self.base_ms(frame) * np.exp2(correction)
 
     def __getstate__(self):  # a table travels to workers as text; the booster is rebuilt there
-        return {"booster_text": self.booster_text, "operators": self.operators}
+        return {"booster_text": self.booster_text, "operators": self.operators, "base": self.base}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "booster": self.booster_text, "operators": self.operators}
+        return {"kind": self.kind, "booster": self.booster_text, "operators": self.operators,
+                "base": [{"operator": op, "input": i, "output": o, "fixed_ms": f, "ns_per_unit": n}
+                         for (op, i, o), (f, n) in sorted(self.base.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "GradientBoostedModel":
-        return cls(data["booster"], list(data["operators"]))
+        base = {(e["operator"], e["input"], e["output"]): (float(e["fixed_ms"]), float(e["ns_per_unit"]))
+                for e in data["base"]}
+        return cls(data["booster"], list(data["operators"]), base)
 
 
 MODEL_KINDS = {model.kind: model for model in (PerOperatorModel, GradientBoostedModel)}

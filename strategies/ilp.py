@@ -23,6 +23,7 @@ from strategies.layout_problem import (
     infeasible_operators,
     needed_transitions,
 )
+from strategies.time_objective import TimeObjective
 
 # "Optimal" for time: proven within this fraction of the optimum, far below what runs of one
 # program differ by (0.2-0.45 % on an H100); closing the last gap of a float objective can take minutes.
@@ -42,26 +43,31 @@ class Solution:
     constraints: int
 
 
-def _time_start(problem: LayoutProblem, table, time_limit: float) -> tuple[dict, list] | None:
-    """The quicker of the default assignment and the count optimum under ``table``: HiGHS
-    starts from it, so a time limit never returns worse than the fewest transitions."""
+def _time_start(problem: LayoutProblem, time_objective: TimeObjective, time_limit: float) -> tuple[dict, list] | None:
+    """The cheapest of the reference, the default assignment and the count optimum: HiGHS
+    starts from it, so a time limit never returns worse than any of them."""
     candidates = [default_assignment(problem)]
+    if time_objective.reference:
+        candidates.append(time_objective.reference_assignment)
     try:
         fewest = solve(problem, "count", time_limit)
         candidates.append((fewest.tensor_reprs, fewest.use_reprs))
     except InvalidAssignmentError:
         pass
     candidates = [c for c in candidates if c is not None]
-    return min(candidates, key=lambda c: problem.predicted_ms(table, *c)) if candidates else None
+    return min(candidates, key=lambda c: time_objective.cost(*c)) if candidates else None
 
 
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
-          table: CostTable | None = None) -> Solution:
-    """The cheapest assignment of the problem, proven optimal unless the time limit hit."""
+          table: CostTable | None = None, reference: tuple[dict, list] | None = None) -> Solution:
+    """The cheapest assignment of the problem, proven optimal unless the time limit hit; for
+    ``time``, under ``table`` and relative to ``reference`` (:mod:`strategies.time_objective`)."""
     start = time.perf_counter()
-    formulation = formulate(problem, objective, table)
+    time_objective = TimeObjective(problem, table, reference) if objective == "time" else None
+    formulation = formulate(problem, objective, time_objective)
     model, x, y = formulation.model, formulation.x, formulation.y
-    assignment = _time_start(problem, table, time_limit) if objective == "time" else default_assignment(problem)
+    assignment = (_time_start(problem, time_objective, time_limit) if time_objective
+                  else default_assignment(problem))
     highs = model.solve(time_limit, column_values(problem, formulation, *assignment) if assignment else None,
                         TIME_RELATIVE_GAP if objective == "time" else 0.0)
     status = highs.getModelStatus()
@@ -85,8 +91,8 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     tensor_reprs = {key: chosen(choices) for key, choices in x.items()}
     use_reprs = [chosen(choices) for choices in y]
     needed = needed_transitions(problem, tensor_reprs, use_reprs)
-    if objective == "time":
-        cost = problem.predicted_ms(table, tensor_reprs, use_reprs)
+    if time_objective:
+        cost = time_objective.cost(tensor_reprs, use_reprs)
         bound = info.mip_dual_bound - formulation.tie_budget if math.isfinite(info.mip_dual_bound) else 0.0
     else:
         cost = sum(problem.transition_cost(s, r, objective) for s, r in needed)
@@ -130,13 +136,9 @@ class IlpLayout(TagMemoryMetaPass):
     objective = "count"
     time_limit_seconds = 60.0
 
-    def cost_table(self) -> CostTable | None:
-        """The table the objective prices with (none for counts and bytes)."""
-        return None
-
     def call(self, graph_module):
         problem = extract(self, graph_module)
-        self.solution = solution = solve(problem, self.objective, self.time_limit_seconds, self.cost_table())
+        self.solution = solution = solve(problem, self.objective, self.time_limit_seconds)
         apply_assignment(self, graph_module, problem, solution.tensor_reprs, solution.use_reprs)
         return PassResult(graph_module, True)
 

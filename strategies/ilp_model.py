@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 
-from strategies.gpu_costs import CostTable
 from strategies.layout_problem import LayoutProblem, shared_packed_dim_infos, sync_components
 from strategies.representations import DEFAULT_REPR, packed_dim_info
+from strategies.time_objective import TimeObjective
 
 OBJECTIVES = ("count", "bytes", "time")
 TIME_TIE_BUDGET_MS = 1e-6  # the tie-break's total under the time objective
@@ -110,12 +110,12 @@ class Formulation:
         return len(self.model.rows_lower)
 
 
-def formulate(problem: LayoutProblem, objective: str = "count", table: CostTable | None = None) -> Formulation:
-    """Build the ILP of a problem (see the module docstring); ``table`` prices ``time``."""
+def formulate(problem: LayoutProblem, objective: str = "count", time: TimeObjective | None = None) -> Formulation:
+    """Build the ILP of a problem (see the module docstring); ``time`` prices the ``time`` objective."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
     timed = objective == "time"
-    if timed and table is None:
+    if timed and time is None:
         raise ValueError("the time objective needs a cost table")
     model = _Model()
     # Integer costs: a tie-break summing to less than 1/2 never trades a unit of cost.
@@ -138,14 +138,14 @@ def formulate(problem: LayoutProblem, objective: str = "count", table: CostTable
                     cost = 0.0 if timed else problem.transition_cost(source, r, objective)
                     z[(source, r)] = model.column(cost, integer=False)
                     if timed:
-                        for origin, column in _price_transition(model, problem, table, x[source], source, r,
+                        for origin, column in _price_transition(model, time, x[source], source, r,
                                                                 z[(source, r)]).items():
                             t[(source, origin, r)] = column
                 entries = [(z[(source, r)], 1.0), (y_col, -1.0)]
                 if r in x[source]:
                     entries.append((x[source][r], 1.0))
                 model.row(entries, 0.0, highspy.kHighsInf)
-    c = {op: pairs for op in problem.operators if timed and (pairs := _price_operator(model, problem, table, op, x, y))}
+    c = {op: pairs for op in problem.operators if timed and (pairs := _price_operator(model, time, op, x, y))}
 
     w_columns = []
     for group in problem.sync_groups:
@@ -161,22 +161,22 @@ def formulate(problem: LayoutProblem, objective: str = "count", table: CostTable
     return Formulation(model, x, y, tie_break * len(problem.tensors), z, w_columns, c, t)
 
 
-def _price_transition(model: _Model, problem: LayoutProblem, table: CostTable, source_choices: dict,
-                      source, target, z_column: int) -> dict:
+def _price_transition(model: _Model, time: TimeObjective, source_choices: dict, source, target, z_column: int) -> dict:
     """The time of the clone of ``source`` into ``target``, by the representation it copies
     from: a ``t`` column per origin with a time."""
     columns = {}
     for origin, x_column in source_choices.items():
-        ms = problem.transition_ms(table, source, origin, target) if origin != target else None
+        ms = time.transition_cost(source, origin, target) if origin != target else None
         if ms:
             columns[origin] = model.column(ms, integer=False)
             model.row([(columns[origin], 1.0), (z_column, -1.0), (x_column, -1.0)], -1.0, highspy.kHighsInf)
     return columns
 
 
-def _price_operator(model: _Model, problem: LayoutProblem, table: CostTable, op: str, x: dict, y: list) -> dict:
-    """An operator node's time in the representations it reads and writes (unpriced: 0):
-    on its output's ``x`` columns, or on ``c`` columns (returned) where its input matters."""
+def _price_operator(model: _Model, time: TimeObjective, op: str, x: dict, y: list) -> dict:
+    """An operator node's time in the representations it reads and writes: on its output's
+    ``x`` columns, or on ``c`` columns (returned) where its input matters."""
+    problem = time.problem
     output_key = problem.op_outputs[op][0]
     output = x[output_key]
     primary = problem.operators[op].primary_use
@@ -184,7 +184,7 @@ def _price_operator(model: _Model, problem: LayoutProblem, table: CostTable, op:
     # Where a sync rule ties the two, only pairs with one packed-dim info can occur.
     synced = any(g.op == op and ("use", primary) in g.members and ("tensor", output_key) in g.members
                  for g in problem.sync_groups)
-    costs = {(a, b): problem.node_ms(table, op, a, b) for a in inputs for b in output
+    costs = {(a, b): time.node_cost(op, a, b) for a in inputs for b in output
              if not synced or packed_dim_info(a) == packed_dim_info(b)}
     by_output = {b: {ms for (_, out), ms in costs.items() if out == b} for b in output}
     if all(len(times) == 1 for times in by_output.values()):  # the input does not matter

@@ -317,6 +317,14 @@ def apply_assignment(layout_pass, graph_module, problem: LayoutProblem, tensor_r
     return needed
 
 
+def remove_transitions(graph_module, names: frozenset) -> None:
+    """Undo a pass's clones (``names``): each reader goes back to the clone's source."""
+    for node in reversed(list(graph_module.graph.nodes)):
+        if node.name in names:
+            node.replace_all_uses_with(node.args[0])
+            graph_module.graph.erase_node(node)
+
+
 def sync_components(problem: LayoutProblem) -> list[list]:
     """Members that must share packed-dim info, merged across the groups of one operator."""
     parent: dict = {}

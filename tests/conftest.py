@@ -9,7 +9,6 @@ same results); the tools (a built runtime, the VGF host runtime, the dashboard's
 linked where the user has them, and a test that needs one skips, saying why, where it is
 missing. Records and everything else start empty, so a pass means the same on a new machine."""
 
-import json
 import os
 import shutil
 import tempfile
@@ -40,17 +39,24 @@ import models  # noqa: E402
 from harness.cache import KINDS  # noqa: E402
 from harness.targets.vulkan import runners  # noqa: E402
 from strategies.cost_features import TRANSITION  # noqa: E402
-from strategies.gpu_costs import ANY, COSTS_ENV, CostTable, PerOperatorModel  # noqa: E402
+from strategies.gpu_costs import ANY, COSTS_ENV, CostTable, PerOperatorModel, table_in_force  # noqa: E402
 
 QUICK_ZOO = models.list_models(zoo="quick")
 
 # Transitions priced alike, operators not at all: ilp-time then solves as quickly as ilp on
 # every model. Tests of time itself (tests/test_gpu_time.py) put their own tables in force.
-TRANSITIONS_ONLY = CostTable("transitions only", PerOperatorModel({(TRANSITION, ANY, ANY): (0.005, 0.01)}))
+TRANSITIONS_ONLY = CostTable("transitions only", PerOperatorModel({(TRANSITION, ANY, ANY): (0.005, 0.01)})).identified()
 _table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transitions-only.json")
-with open(_table, "w") as _file:
-    json.dump(TRANSITIONS_ONLY.to_json(), _file)
-os.environ[COSTS_ENV] = _table
+with open(_table, "wb") as _file:
+    _file.write(TRANSITIONS_ONLY.to_bytes())
+os.environ[COSTS_ENV] = _table  # the command line's default for --costs
+
+
+@pytest.fixture(autouse=True, scope="session")
+def transitions_only_in_force():
+    """In force for what the tests lower in their own process (a sweep carries it to its workers)."""
+    with table_in_force(TRANSITIONS_ONLY):
+        yield
 
 
 @pytest.fixture

@@ -1,25 +1,38 @@
 """GPU time: ilp-time is the optimum of the time it predicts (equal to exhaustive search on
-small graphs, never above another strategy under one table), every Vulkan record predicts
-its time under the table in force, calibration rounds cover new representations, and the
-fitted model prices what it measured."""
+small graphs, never above another strategy under one table) and does not gamble on what its
+table is unsure of; a table prices a node measured on the model from its measurement and
+fits the rest from shapes; every Vulkan record under a table predicts its time and says how
+far to trust it; calibration rounds cover new representations."""
 
 import json
+import math
 import random
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import strategies
-from harness.inspection import costs
+from harness.inspection import calibration
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.sweep.planning import run_sweep
-from harness.sweep.execution import Execution
 from harness.results.store import RecordStore
+from harness.sweep.execution import Execution
+from harness.sweep.planning import run_sweep
+from harness.targets import MeasureContext
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.dispatches import node_map
+from harness.targets.vulkan.prefix import vulkan_lowering
 from strategies.calibration import round_name
-from strategies.gpu_costs import COSTS_ENV, CostTable, LinearCost, pair_name
+from strategies.cost_features import TRANSITION
+from strategies.gpu_costs import (
+    UNSEEN_OPERATOR_ERROR,
+    CostTable,
+    PerOperatorModel,
+    Query,
+    pair_name,
+    table_in_force,
+    transition_signature,
+)
 from strategies.ilp import partition_problems, solve
 from strategies.layout_problem import extract, read_assignment
 
@@ -31,33 +44,20 @@ NAMES = [f"{storage}/{layout}" for storage in ("TEXTURE_3D", "BUFFER")
 COMPARED = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed", "ilp", "ilp-bytes")
 
 
-def random_table(operators, seed: int, names=tuple(NAMES)) -> CostTable:
-    """A table pricing every operator in every pair of representations (``names``), at random."""
+def random_table(operators, seed: int, names=tuple(NAMES), error: float = 0.0) -> CostTable:
+    """A table pricing every operator in every pair of representations (``names``) at random,
+    sure of itself (``error``) everywhere."""
     rng = random.Random(seed)
-    return CostTable(
-        "synthetic",
-        operators={(op, a, b): LinearCost(rng.uniform(0, 0.01), rng.uniform(0, 2))
-                   for op in sorted(operators) for a in ["", *names] for b in names},
-        transitions={(a, b): LinearCost(rng.uniform(0, 0.01), rng.uniform(0, 0.5))
-                     for a in names for b in names if a != b},
-    )
+    lines = {(op, a, b): (rng.uniform(0, 0.01), rng.uniform(0, 2)) for op in sorted(operators)
+             for a in ["", *names] for b in names}
+    lines.update({(TRANSITION, a, b): (rng.uniform(0, 0.01), rng.uniform(0, 0.5)) for a in names for b in names
+                  if a != b})
+    errors = dict.fromkeys([*operators, TRANSITION], error)
+    return CostTable("synthetic", PerOperatorModel(lines), errors=errors).identified()
 
 
 def operators_of(problems) -> set:
     return {info.operator for problem in problems for info in problem.operators.values()}
-
-
-@pytest.fixture
-def table_file(tmp_path, monkeypatch):
-    """Writes a table and puts it in force, as --costs does."""
-
-    def write(table: CostTable):
-        path = tmp_path / f"costs-{random.random()}.json"
-        path.write_text(json.dumps(table.to_json()))
-        monkeypatch.setenv(COSTS_ENV, str(path))
-        return path
-
-    return write
 
 
 def test_ilp_time_equals_exhaustive_search_under_random_tables():
@@ -71,44 +71,164 @@ def test_ilp_time_equals_exhaustive_search_under_random_tables():
 
 
 @pytest.mark.parametrize("model", ["synthetic_small", "synthetic:40:3"])
-def test_ilp_time_is_never_above_another_strategy_and_records_what_it_predicts(model, table_file):
+def test_ilp_time_is_never_above_another_strategy_and_records_what_it_predicts(model):
     lowering = vulkan_lowering(pipeline(model))
     table = random_table(operators_of(partition_problems(lowering.programs)), 7)
-    table_file(table)
     predicted = {}
-    for name in (*COMPARED, "ilp-time"):
-        lowered = lowering.lower(strategies.get_strategy(name))
-        validator.validate(lowered)
-        predicted[name], unpriced = metrics.predicted_gpu_ms(lowered, table)
-        assert unpriced == 0
-    summary = strategies.summarize(strategies.get_strategy("ilp-time"),
-                                   [p.layout_pass for p in lowered.partitions])
+    with table_in_force(table):
+        for name in (*COMPARED, "ilp-time"):
+            lowered = lowering.lower(strategies.get_strategy(name))
+            validator.validate(lowered)
+            predicted[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
+    summary = strategies.summarize(strategies.get_strategy("ilp-time"), [p.layout_pass for p in lowered.partitions])
     assert summary["optimal"] is True
-    assert summary["objective"] == pytest.approx(predicted["ilp-time"])
+    assert summary["objective"] == pytest.approx(predicted["ilp-time"])  # a table sure of itself: no price on doubt
     for name in COMPARED:
         assert predicted["ilp-time"] <= predicted[name] + 1e-9, name
     assert min(predicted[name] for name in COMPARED) > predicted["ilp-time"], "the table must make time matter"
 
 
-def test_without_a_table_ilp_time_is_skipped_saying_how_to_get_one(tmp_path, monkeypatch):
-    monkeypatch.delenv(COSTS_ENV, raising=False)
+class _JustBelowTheDefault:
+    """A fitted model pricing every node 0.01 ms in ExecuTorch's own choice for it and 1 %
+    less in any other pair; transitions free."""
+
+    def __init__(self, reference_pairs: set):
+        self.reference_pairs = reference_pairs
+
+    def predict(self, queries):
+        return np.array([0.0 if q.transition else 0.01 if (q.node, q.input, q.output) in self.reference_pairs
+                         else 0.0099 for q in queries])
+
+
+@pytest.mark.parametrize("model", ["synthetic_small", "synthetic:30:5"])
+def test_ilp_time_keeps_executorch_s_choices_where_its_table_is_unsure_of_the_difference(model):
+    lowering = vulkan_lowering(pipeline(model))
+    default = lowering.lower(strategies.get_strategy("bfs-downstream"))
+    def pairs(lowered) -> set:  # every operator node's (input, output), prepacking (at load) aside
+        return {(n["node"], (n["inputs"] or [""])[0], n["output"]) for p in node_map(lowered)["partitions"]
+                for n in p["nodes"] if not n["transition"] and "prepack" not in n["operator"]}
+
+    reference = pairs(default)
+    operators = operators_of(partition_problems(lowering.programs))
+
+    def assignment(error: float) -> set:
+        table = CostTable("synthetic", _JustBelowTheDefault(reference), errors=dict.fromkeys(operators, error))
+        with table_in_force(table):
+            lowered = lowering.lower(strategies.get_strategy("ilp-time"))
+        validator.validate(lowered)
+        return pairs(lowered)
+
+    assert assignment(error=0.05) == reference  # a 1 % saving the table may be 5 % wrong about
+    assert assignment(error=0.0) != reference  # a table sure of it takes the saving
+
+
+def _query(node: str, operator: str = "aten.relu.default", shape=(1, 8, 8, 8), pair=NAMES[0]) -> Query:
+    signature = {"operator": operator, "args": [{"t": list(shape)}], "kwargs": {}, "outputs": [list(shape)],
+                 "dtype": "float32"}
+    return Query(signature, pair, pair, False, "g", node)
+
+
+def test_a_node_measured_on_the_model_is_priced_from_its_measurement():
+    table = CostTable("gpu", PerOperatorModel({("aten.relu.default", NAMES[0], NAMES[0]): (0.5, 0.0)}),
+                      nodes={("g", "relu", NAMES[0], NAMES[0]): 0.002}, errors={"aten.relu.default": 0.1})
+    measured, other_node, unseen = table.price([_query("relu"), _query("other"), _query("x", "aten.gelu.default")])
+    assert (measured.ms, measured.measured, measured.error) == (0.002, True, 0.0)
+    assert (other_node.ms, other_node.measured, other_node.error) == (0.5, False, 0.1)
+    assert unseen.error == UNSEEN_OPERATOR_ERROR and not unseen.measured
+    assert CostTable.from_json(json.loads(table.to_bytes())).to_json() == table.to_json()
+
+
+def _measurements(rows: list[tuple], device: str = "gpu") -> calibration.Measurements:
+    """Measurements of made-up programs: rows of (model, node, operator, shape, representation, ms)."""
+    nodes = pd.DataFrame([{
+        "model": model, "strategy": "s", "run": 0, "partition": 0, "graph": model, "node": node, "operator": operator,
+        "transition": False, "input": pair, "output": pair, "ms": ms, "processes": 1,
+        "signature": {"operator": operator, "args": [{"t": list(shape)}], "kwargs": {}, "outputs": [list(shape)],
+                      "dtype": "float32"}} for model, node, operator, shape, pair, ms in rows],
+        columns=calibration.NODE_COLUMNS)
+    totals = nodes.groupby("model")["ms"].sum()
+    programs = pd.DataFrame([[0, model, "s", None, [float(ms)]] for model, ms in totals.items()],
+                            columns=calibration.PROGRAM_COLUMNS)
+    return calibration.Measurements(device, nodes, programs)
+
+
+def _relu_ms(shape: tuple, pair: str) -> float:
+    """A known shape dependence: a dispatch's 3 us, then 2 ns per element in a buffer, and in a
+    width-packed texture 1 ns per element of the width padded to a texel of four."""
+    if pair.startswith("BUFFER"):
+        return 0.003 + math.prod(shape) * 2e-6
+    return 0.003 + math.prod(shape[:-1]) * -(-shape[-1] // 4) * 4 * 1e-6
+
+
+def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_saw():
+    rng = random.Random(0)
+    rows = []
+    for model in range(6):
+        for index in range(60):
+            shape = (1, rng.randint(2, 96), rng.randint(2, 96), rng.randint(1, 96))
+            pair = NAMES[index % 2 * 3]  # a width-packed texture or buffer
+            rows.append((f"m{model}", f"relu{index}", "aten.relu.default", shape, pair, _relu_ms(shape, pair)))
+    measurements = _measurements(rows)
+    table = calibration.fit(measurements)
+    assert len(table.nodes) == len(rows) and table.corpus["models"] == [f"m{m}" for m in range(6)]
+    assert 0 < table.errors["aten.relu.default"] < 0.1
+    unseen = [(1, 16, 24, 41), (1, 8, 90, 13), (1, 64, 32, 50), (1, 3, 77, 2)]
+    for shape in unseen:
+        for pair in (NAMES[0], NAMES[3]):
+            price = table.price([_query("new", shape=shape, pair=pair)])[0]
+            assert not price.measured
+            assert price.ms == pytest.approx(_relu_ms(shape, pair), rel=0.15), (shape, pair)
+    predicted, tables = calibration.leave_one_model_out(measurements)
+    assert set(tables) == set(measurements.programs["model"])
+    assert all(not set(table.nodes) & {("m0", f"relu{i}", NAMES[0], NAMES[0]) for i in range(40)}
+               for model, table in tables.items() if model == "m0")
+    assert (predicted["error"].abs() < 0.1).all()
+
+
+def test_every_record_under_a_table_says_how_far_to_trust_its_prediction(tmp_path):
+    """A table that measured bfs-downstream's operators of this very model: that program's
+    prediction is measured but for its transitions; ilp-time's is in part fitted."""
+    lowering = vulkan_lowering(pipeline("synthetic_small"))
+    default = node_map(lowering.lower(strategies.get_strategy("bfs-downstream")))
+    measured_nodes = {(p["graph"], n["node"], (n["inputs"] or [""])[0], n["output"]): 0.01
+                      for p in default["partitions"] for n in p["nodes"] if not n["transition"]}
+    operators = operators_of(partition_problems(lowering.programs))
+    table = random_table(operators, 3, error=0.2)
+    table.nodes = measured_nodes
+    table.identified()
+    sweep = run_sweep(["synthetic_small"], ["bfs-downstream", "ilp", "ilp-time"], "vulkan", RecordStore(tmp_path),
+                      fresh=True, context=MeasureContext(tmp_path, costs=table), execution=Execution(workers=0))
+    records = {r["strategy"]: r for r in sweep.records}
+    for record in records.values():
+        assert record["status"] == "ok", record["reason"]
+        assert 0 <= record["predicted_measured_share"] <= 1 and record["predicted_error_expected"] >= 0
+        assert record["environment"]["gpu_costs"] == table.name
+    default_record = records["bfs-downstream"]
+    transitions_ms = default_record["predicted_gpu_ms"] - 0.01 * len([k for k in measured_nodes if "prepack" not in k[1]])
+    assert default_record["predicted_measured_share"] == pytest.approx(
+        1 - transitions_ms / default_record["predicted_gpu_ms"], abs=1e-6)
+
+
+def test_without_a_table_ilp_time_is_skipped_saying_how_to_get_one(tmp_path):
     sweep = run_sweep(["synthetic_small"], ["ilp-time", "ilp"], "vulkan", RecordStore(tmp_path),
-                      execution=Execution(workers=0))
+                      context=MeasureContext(tmp_path, costs=None), execution=Execution(workers=0))
     records = {r["strategy"]: r for r in sweep.records}
     assert records["ilp"]["status"] == "ok" and records["ilp"]["predicted_gpu_ms"] is None
     assert records["ilp-time"]["status"] == "skipped"
     assert "--costs FILE" in records["ilp-time"]["reason"] and "layoutbench calibrate" in records["ilp-time"]["reason"]
 
 
-def test_the_table_is_part_of_the_identity(tmp_path, table_file):
+def test_the_table_is_part_of_the_identity(tmp_path):
     operators = operators_of(partition_problems(vulkan_lowering(pipeline("synthetic_small")).programs))
     store = RecordStore(tmp_path)
-    table_file(random_table(operators, 1))
+
+    def sweep(table, fresh=False):
+        return run_sweep(["synthetic_small"], ["ilp-time"], "vulkan", store, fresh=fresh,
+                         context=MeasureContext(tmp_path, costs=table), execution=Execution(workers=0))
+
     # The record cache outlives a test: the first sweep measures regardless of it.
-    first = run_sweep(["synthetic_small"], ["ilp-time"], "vulkan", store, fresh=True, execution=Execution(workers=0))
-    again = run_sweep(["synthetic_small"], ["ilp-time"], "vulkan", store, execution=Execution(workers=0))
-    table_file(random_table(operators, 2))
-    other = run_sweep(["synthetic_small"], ["ilp-time"], "vulkan", store, execution=Execution(workers=0))
+    first, again, other = sweep(random_table(operators, 1), fresh=True), sweep(random_table(operators, 1)), \
+        sweep(random_table(operators, 2))
     assert len(first.measured) == 1 and len(again.reused) == 1
     assert again.records[0]["identity"] == first.records[0]["identity"]
     assert other.records[0]["identity"] != first.records[0]["identity"]  # not the first table's record
@@ -128,16 +248,16 @@ def test_calibration_rounds_put_nodes_in_new_representations():
     assert "calibration-1" not in strategies.list_strategies()
 
 
-def test_node_maps_name_nodes_as_the_cost_table_prices_them():
-    """The fit reads (graph, node, input, output) off node maps; ilp-time and
-    predicted_gpu_ms price the layout problem: both must name every node the same way."""
+def test_node_maps_name_and_describe_nodes_as_the_cost_table_prices_them():
+    """The fit reads (graph, node, input, output) and signatures off node maps; ilp-time and
+    predicted_gpu_ms price the layout problem: both must see every node the same way."""
     lowering = vulkan_lowering(pipeline("synthetic_small"))
     for name in ("bfs-downstream", round_name(2)):
         lowered = lowering.lower(strategies.get_strategy(name))
         nodes = [(p["graph"], n) for p in node_map(lowered)["partitions"] for n in p["nodes"] if not n["transition"]]
         # Prepacking runs once, at load: no layout choice, no time per inference.
-        mapped = {(graph, n["node"], (n["inputs"] or [""])[0], n["output"]) for graph, n in nodes
-                  if "prepack" not in n["operator"]}
+        mapped = {(graph, n["node"], (n["inputs"] or [""])[0], n["output"], json.dumps(n["signature"]))
+                  for graph, n in nodes if "prepack" not in n["operator"]}
         priced = set()
         for partition in lowered.partitions:
             graph_module = partition.program.graph_module
@@ -146,49 +266,13 @@ def test_node_maps_name_nodes_as_the_cost_table_prices_them():
             problem = extract(partition.layout_pass, graph_module, inserted)
             tensor_reprs, use_reprs = read_assignment(problem, graph_module)
             for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
-                priced.add((problem.graph, op, pair_name(primary) if primary else "", pair_name(output)))
+                priced.add((problem.graph, op, pair_name(primary) if primary else "", pair_name(output),
+                            json.dumps(problem.operators[op].signature)))
         assert priced == mapped, name
 
 
-def test_the_fit_recovers_fixed_and_per_element_costs(monkeypatch):
-    rows = []
-    for program in ("s0", "s1"):
-        for index, elements in enumerate((1000, 4000, 16000)):
-            rows.append({"graph": "g", "node": f"relu{index}", "operator": "aten.relu.default", "transition": False,
-                         "inputs": "TEXTURE_3D/WIDTH_PACKED", "output": "TEXTURE_3D/WIDTH_PACKED",
-                         "elements": elements, "bytes": 4 * elements, "gpu_ms": 0.002 + 0.5e-6 * elements})
-            rows.append({"graph": "g", "node": f"clone{index}", "operator": "aten.clone.default", "transition": True,
-                         "inputs": "TEXTURE_3D/WIDTH_PACKED", "output": "BUFFER/WIDTH_PACKED",
-                         "elements": elements, "bytes": 4 * elements, "gpu_ms": 0.005 + 0.1e-6 * 4 * elements})
-        rows.append({"graph": "g", "node": "nchw_to_image", "operator": "staging", "transition": False, "inputs": "",
-                     "output": None, "elements": 0, "bytes": 0, "gpu_ms": 1.0})
-        for row in rows[-7:]:
-            row["strategy"] = program
-    frame = pd.DataFrame(rows).assign(model="m", device="gpu")
-    monkeypatch.setattr(costs, "run_dispatches", lambda directory, chosen=None: frame)
-    table = costs.fit_cost_model(["run"])
-    fitted = table.operators[("aten.relu.default", "TEXTURE_3D/WIDTH_PACKED", "TEXTURE_3D/WIDTH_PACKED")]
-    assert fitted.fixed_ms == pytest.approx(0.002) and fitted.ns_per_unit == pytest.approx(0.5)
-    transition = table.transitions[("TEXTURE_3D/WIDTH_PACKED", "BUFFER/WIDTH_PACKED")]
-    assert transition.fixed_ms == pytest.approx(0.005) and transition.ns_per_unit == pytest.approx(0.1)
-    assert table.node_ms("g", "relu1", "aten.relu.default", "TEXTURE_3D/WIDTH_PACKED", "TEXTURE_3D/WIDTH_PACKED",
-                         4000) == pytest.approx(0.004)
-    assert "staging" not in table.pooled
-    # Unmeasured representations of a measured operator: priced by the operator's pooled fit,
-    # and on a node measured in other pairs, no lower than its slowest measured one.
-    assert table.node_ms("h", "x", "aten.relu.default", "BUFFER/WIDTH_PACKED", "BUFFER/WIDTH_PACKED",
-                         2000) == pytest.approx(0.003)
-    assert table.node_ms("g", "relu1", "aten.relu.default", "BUFFER/WIDTH_PACKED", "BUFFER/WIDTH_PACKED",
-                         2000) == pytest.approx(0.004)
-    assert table.node_ms("h", "x", "aten.gelu.default", "", "BUFFER/WIDTH_PACKED", 2000) is None
-    assert CostTable.from_json(json.loads(json.dumps(table.to_json()))).to_json() == table.to_json()
-
-
-def test_a_fit_from_one_size_keeps_the_dispatch_s_fixed_cost():
-    """One transition of one size: its time is mostly the dispatch, not its bytes; the cost
-    per byte comes from all transitions, so a larger tensor is not priced by that ratio."""
-    prior = LinearCost(0.005, 0.001)
-    one_size = costs._fit(pd.Series([4096, 4096]), pd.Series([0.006, 0.006]), prior)
-    assert one_size.ns_per_unit == pytest.approx(0.001) and one_size.fixed_ms == pytest.approx(0.006 - 0.001 * 4096e-6)
-    assert one_size.ms(4096 * 1000) < 0.02
-    assert costs._fit(pd.Series([4096]), pd.Series([0.006])).fixed_ms == 0.0  # no prior: all per unit
+def test_a_transition_is_priced_by_the_tensor_it_copies():
+    table = CostTable("gpu", PerOperatorModel({(TRANSITION, NAMES[0], NAMES[3]): (0.005, 0.1)}))
+    small, large = table.price([Query(transition_signature(shape, "float32"), NAMES[0], NAMES[3], True)
+                                for shape in ((1, 4, 4, 4), (1, 64, 64, 64))])
+    assert small.ms == pytest.approx(0.005 + 0.1 * 256 * 1e-6) and large.ms > small.ms

@@ -2,7 +2,6 @@
 strategy's assignment validated (ilp-time's too), vulkan-run's int8 tolerance, and factories
 that return exported or quantized modules."""
 
-import json
 
 import executorch.backends.vulkan.utils as vk_utils
 import pytest
@@ -23,7 +22,7 @@ from harness.targets.accuracy import tolerance
 from harness.targets.vulkan import metrics, runners, validator
 from harness.targets.vulkan.targets import lower_and_count
 from models.quantization import is_quantized
-from strategies.gpu_costs import COSTS_ENV, pair_name
+from strategies.gpu_costs import pair_name, table_in_force
 from strategies.ilp import partition_problems
 from strategies.representations import tensor_bytes
 
@@ -86,19 +85,16 @@ def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
     assert 0 < widths["int8_transition_bytes"] < widths["transition_bytes"]
 
 
-def test_ilp_time_on_int8_is_valid_and_never_above_another_strategy(tmp_path, monkeypatch):
+def test_ilp_time_on_int8_is_valid_and_never_above_another_strategy():
     lowering = vulkan_lowering(pipeline(MODEL))
     int8_names = [pair_name((VkStorageType.BUFFER, layout)) for layout in sorted(vk_utils.all_quantized_memory_layouts)]
     table = random_table(operators_of(partition_problems(lowering.programs)), 7, (*NAMES, *int8_names))
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps(table.to_json()))
-    monkeypatch.setenv(COSTS_ENV, str(path))
     predicted = {}
-    for name in (*HEURISTICS, "ilp", "ilp-bytes", "ilp-time"):
-        lowered = lowering.lower(strategies.get_strategy(name))
-        validator.validate(lowered)
-        predicted[name], unpriced = metrics.predicted_gpu_ms(lowered, table)
-        assert unpriced == 0, name  # the table prices the PACKED_INT8 layouts too
+    with table_in_force(table):
+        for name in (*HEURISTICS, "ilp", "ilp-bytes", "ilp-time"):
+            lowered = lowering.lower(strategies.get_strategy(name))
+            validator.validate(lowered)
+            predicted[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
     for name, ms in predicted.items():
         assert predicted["ilp-time"] <= ms + 1e-9, name
 

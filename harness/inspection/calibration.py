@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
@@ -33,7 +34,7 @@ from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import STAGING, read_dispatches
 from harness.targets.vulkan.targets import read_node_map
 from strategies.cost_features import FEATURES, TRANSITION, node_features
-from strategies.gpu_costs import CostTable, GradientBoostedModel, Query
+from strategies.gpu_costs import ANY, CostTable, GradientBoostedModel, Query
 
 NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
                 "signature", "ms", "processes"]
@@ -176,6 +177,31 @@ def _training_set(frame: pd.DataFrame) -> pd.DataFrame:
     return first.drop(columns="ms").join(medians).reset_index().drop(columns="key")
 
 
+MIN_SIZES = 3  # distinct amounts of work a base line is fitted from; fewer: the operator's line
+
+
+def _line(flops: np.ndarray, ms: np.ndarray) -> tuple[float, float]:
+    """ms = fixed + ns per unit of work, both >= 0, least squares relative to each time."""
+    units = flops * 1e-6
+    (fixed, per_unit), _ = nnls(np.column_stack([np.ones_like(units), units]) / ms[:, None], np.ones_like(ms))
+    return float(fixed), float(per_unit)
+
+
+def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
+    """Base lines (see :class:`GradientBoostedModel`) per (operator, input, output) measured at
+    enough sizes, per operator, and over everything."""
+    frame = pd.DataFrame({"operator": training["operator"].to_numpy(), "input": training["input"].to_numpy(),
+                          "output": training["output"].to_numpy(), "flops": np.exp2(features["log_flops"].to_numpy()),
+                          "ms": training["ms"].to_numpy()})
+    base = {(ANY, ANY, ANY): _line(frame["flops"].to_numpy(), frame["ms"].to_numpy())}
+    for operator, group in frame.groupby("operator"):
+        base[(operator, ANY, ANY)] = _line(group["flops"].to_numpy(), group["ms"].to_numpy())
+    for (operator, first, second), group in frame.groupby(["operator", "input", "output"]):
+        if group["flops"].nunique() >= MIN_SIZES:
+            base[(operator, first, second)] = _line(group["flops"].to_numpy(), group["ms"].to_numpy())
+    return base
+
+
 def _boost(training: pd.DataFrame) -> GradientBoostedModel:
     import lightgbm
 
@@ -184,11 +210,14 @@ def _boost(training: pd.DataFrame) -> GradientBoostedModel:
     features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition) for q in queries],
                             columns=list(FEATURES))
     features["operator"] = pd.Categorical(features["operator"], categories=operators)
+    model = GradientBoostedModel("", operators, _base(training, features))
     ms = training["ms"].to_numpy()
-    dataset = lightgbm.Dataset(features, label=np.log2(ms), weight=np.sqrt(ms / ms.mean()),
+    base = model.base_ms(features.assign(input_name=training["input"].to_numpy(),
+                                         output_name=training["output"].to_numpy()))
+    dataset = lightgbm.Dataset(features, label=np.log2(ms / base), weight=np.sqrt(ms / ms.mean()),
                                categorical_feature=["operator"], free_raw_data=False)
-    booster = lightgbm.train(BOOSTING, dataset, num_boost_round=ROUNDS)
-    return GradientBoostedModel(booster.model_to_string(), operators)
+    model.booster_text = lightgbm.train(BOOSTING, dataset, num_boost_round=ROUNDS).model_to_string()
+    return model
 
 
 def _operator_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
