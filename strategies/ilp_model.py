@@ -21,8 +21,11 @@ cost, and to a microsecond's thousandth of a time. For ``time``:
   argument as ``a`` and writes ``b``; its marginals are that use's ``y`` and its output's
   ``x``, and it costs the node's time in (a, b). Where the time does not depend on ``a``,
   the cost sits on ``x`` directly and no ``c`` is made.
-- ``t[s, f, r]`` (continuous): the clone of ``s`` into ``r`` copies from ``f``;
-  ``t >= z[s, r] + x[s, f] - 1``, costing that transition's time.
+- ``t[s, f, r]`` (continuous): the clone of ``s`` into ``r`` copies from ``f``, costing that
+  transition's time; ``z[s, r]`` is their sum and ``t[s, f, r] <= x[s, f]``. (Rather than the
+  linearisation ``t >= z + x[s, f] - 1``, whose relaxation lets a half-read clone cost
+  nothing: this one keeps each clone's cost in the relaxation, and HiGHS proves the optimum
+  of models that ran out of time before.)
 
 Forced choices (singleton domains) are fixed by HiGHS' presolve.
 """
@@ -163,13 +166,13 @@ def formulate(problem: LayoutProblem, objective: str = "count", time: TimeObject
 
 def _price_transition(model: _Model, time: TimeObjective, source_choices: dict, source, target, z_column: int) -> dict:
     """The time of the clone of ``source`` into ``target``, by the representation it copies
-    from: a ``t`` column per origin with a time."""
+    from: a ``t`` column per origin, at most its ``x``, summing to ``z``."""
     columns = {}
     for origin, x_column in source_choices.items():
-        ms = time.transition_cost(source, origin, target) if origin != target else None
-        if ms:
-            columns[origin] = model.column(ms, integer=False)
-            model.row([(columns[origin], 1.0), (z_column, -1.0), (x_column, -1.0)], -1.0, highspy.kHighsInf)
+        if origin != target:
+            columns[origin] = model.column(time.transition_cost(source, origin, target), integer=False)
+            model.row([(columns[origin], 1.0), (x_column, -1.0)], -highspy.kHighsInf, 0.0)
+    model.row([(column, 1.0) for column in columns.values()] + [(z_column, -1.0)], 0.0, 0.0)
     return columns
 
 
