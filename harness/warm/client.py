@@ -15,7 +15,8 @@ from pathlib import Path
 
 from harness.results.provenance import REPO_ROOT
 from harness.warm import encode, private_folder_problem, process_context
-from layoutkit.files import cache_root
+from layoutkit.errors import UsageError
+from layoutkit.files import cache_folder, cache_root, refuse_if_others_can_write
 
 # The command's child leads a process group of its own (its workers are in it), outside the
 # terminal's: what a terminal sends its foreground group the client passes on to that group;
@@ -94,8 +95,7 @@ def start(environment: dict, idle_minutes: float) -> dict:
     """Start a server with ``environment`` (the one it will serve) and wait until it listens;
     its status. Raises RuntimeError with the last line of its log where it ends first."""
     path, log = server_files()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as output:
+    with _open_log(log) as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "harness.warm.server", str(path), "--idle-minutes", f"{idle_minutes:g}"],
             stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=environment, cwd=REPO_ROOT,
@@ -111,6 +111,23 @@ def start(environment: dict, idle_minutes: float) -> dict:
         time.sleep(0.2)
     process.terminate()
     raise RuntimeError(f"the warm server did not listen within {START_TIMEOUT} s (log: {log})")
+
+
+def _open_log(log: Path):
+    """The server's log, opened to append to: never through a link, and refused where another
+    user could write it or its folder (see :func:`layoutkit.files.cache_folder`)."""
+    cache_folder(log.parent.name)
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:  # ELOOP: a link
+        raise UsageError(f"the warm server's log {log} cannot be opened ({error.strerror}); remove it") from None
+    output = os.fdopen(fd, "a")
+    try:
+        refuse_if_others_can_write(log, os.fstat(fd))
+    except BaseException:
+        output.close()
+        raise
+    return output
 
 
 def forward(entry: str, argv: list[str]) -> int | None:
