@@ -15,6 +15,9 @@ import pytest
 
 from harness.warm import client
 from harness.warm.preload import OWN_PACKAGES, ImportedFiles
+from layoutkit.files import cache_root
+
+from .conftest import SHARED_KINDS
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 PLUG = """from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -29,10 +32,15 @@ class Plug(TagMemoryMetaPass):
 
 @contextlib.contextmanager
 def _served_environment(cache: Path, **variables: str):
-    """An environment of its own (cache included, so its server is the test's alone) with a
-    warm server, stopped afterwards (killed if a command it runs does not end)."""
-    environment = {k: v for k, v in os.environ.items() if k != "LAYOUTBENCH_NO_SERVER"}
+    """An environment of its own (cache included, so its server is the test's alone; the
+    suite's exports and prefixes linked in) with a warm server, stopped afterwards (killed if
+    a command it runs does not end). Bytecode is cached, as it is where no one says otherwise."""
+    unset = ("LAYOUTBENCH_NO_SERVER", "PYTHONDONTWRITEBYTECODE")
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
     environment.update(LAYOUTBENCH_CACHE_DIR=str(cache), **variables)
+    cache.mkdir(mode=0o700, exist_ok=True)
+    for kind in SHARED_KINDS:
+        (cache / kind).symlink_to(cache_root() / kind)
     started = _layoutbench(environment, "serve", "--idle-minutes", "10")
     assert started.returncode == 0, started.stderr
     assert "commands run through it" in started.stderr
@@ -116,6 +124,50 @@ def test_an_edited_strategy_is_measured_afresh(environment, tmp_path):
     assert cold_record["transitions"] == 9
     assert {k: v for k, v in record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")} == \
         {k: v for k, v in cold_record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")}
+
+
+PLUG_OF_A_HELPER = """from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+
+from plugins import depth
+
+
+class Plug(TagMemoryMetaPass):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_trace_search_depth = depth.DEPTH
+"""
+# What each case writes (the edited file, with the search depth in it, first) and the strategy it names.
+EDITS = {
+    "plug-in-file": ({"plug.py": PLUG}, "plug.py:Plug"),
+    "plug-in-module": ({"plugins/plug.py": PLUG, "plugins/__init__.py": ""}, "plugins.plug:Plug"),
+    "helper-of-a-plug-in": ({"plugins/depth.py": "DEPTH = {depth}\n", "plugins/plug.py": PLUG_OF_A_HELPER,
+                             "plugins/__init__.py": ""}, "plugins.plug:Plug"),
+}
+
+
+@pytest.mark.parametrize("case", EDITS)
+def test_a_file_saved_twice_within_a_second_is_measured_as_saved_warm_and_cold(environment, tmp_path, case):
+    """Python validates cached bytecode by the source's mtime in whole seconds and its size: two
+    saves of one size within a second (a search depth of 64, then of 4) must not leave the
+    first save's code running under the second's identity, through the server or without it."""
+    files, strategy = EDITS[case]
+    edited = tmp_path / next(iter(files))
+    saved_at = int(time.time()) - 60
+    run = ["run", "--models", "synthetic_small", "--strategies", strategy, "--format", "json"]
+    records = {}
+    for depth, second, how in ((64, 0.25, "warm"), (4, 0.75, "warm"), (4, 0.75, "cold")):
+        for name, text in files.items():
+            (tmp_path / name).parent.mkdir(exist_ok=True)
+            (tmp_path / name).write_text(text.format(depth=f"{depth:>2}"))  # the same size
+        os.utime(edited, (saved_at + second, saved_at + second))
+        done = _layoutbench(environment if how == "warm" else _cold(environment), *run,
+                            *(["--fresh"] if how == "cold" else []), "--out", str(tmp_path / f"{how}{depth}"),
+                            cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        [records[depth, how]] = json.loads(done.stdout)
+    # The pinned pass's search depth (64) and a shallow one (4): 9 and 10 transitions on this model.
+    assert [records[key]["transitions"] for key in ((64, "warm"), (4, "warm"), (4, "cold"))] == [9, 10, 10]
+    assert _deterministic([records[4, "warm"]]) == _deterministic([records[4, "cold"]])
 
 
 STUCK = """import os
@@ -219,7 +271,9 @@ def test_a_changed_import_sends_a_command_past_the_server_which_starts_again(tmp
 def test_the_server_holds_no_code_of_ours_but_its_own(environment):
     status = _status(environment)
     assert status["modules"] > 1000  # torch, ExecuTorch and the rest, imported once
-    assert set(status["own_modules"]) <= {"harness", "harness.warm", "harness.warm.preload"}
+    # Its own package, and the loader that makes each command import the rest from its source as it is now.
+    assert set(status["own_modules"]) <= {"harness", "harness.warm", "harness.warm.preload", "layoutkit",
+                                          "layoutkit.source_loader"}
     again = _layoutbench(environment, "serve")
     assert again.returncode == 0 and f"warm server {status['pid']}:" in again.stderr  # the same one
 
