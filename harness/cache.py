@@ -14,7 +14,9 @@ cryptographic digest: it guards against accidents, not adversaries, and checks t
 hundreds of megabytes a warm run reads about six times faster than SHA-256.) A kind whose
 values hold large arrays is ``mapped``: its entries are read through a private
 copy-on-write memory map rather than copied into memory, their body starting 64-byte
-aligned, so a loader can make tensors of it in place. Reading an
+aligned, so a loader can make tensors of it in place. A folder or an entry that another
+user could write is refused (:func:`layoutkit.files.cache_folder`): entries are unpickled,
+so one planted there would run as whoever reads it. Reading an
 entry marks it used (its modification time), so :func:`prune` can drop what no run has
 needed for a while: each change of the lowering code leaves a new prefix of every model
 behind.
@@ -31,7 +33,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-from layoutkit.files import cache_root, file_lock
+from layoutkit.files import cache_folder, cache_root, file_lock, refuse_if_others_can_write
 
 FORMAT = b"layoutbench-cache-"  # then the format's number
 MAGIC = FORMAT + b"2\n"
@@ -65,7 +67,7 @@ class DiskCache:
 
     @property
     def directory(self) -> Path:
-        return cache_root() / self.kind
+        return cache_folder(self.kind)
 
     def path(self, key: str) -> Path:
         return self.directory / key
@@ -75,6 +77,7 @@ class DiskCache:
         there is none or it is damaged (then removed)."""
         try:
             with self.path(key).open("rb") as entry:
+                refuse_if_others_can_write(entry.name, os.fstat(entry.fileno()))
                 header = entry.read(self.body_offset)
                 if self.mapped and header.startswith(self.magic):
                     body = memoryview(mmap.mmap(entry.fileno(), 0, access=mmap.ACCESS_COPY))[self.body_offset:]
@@ -99,7 +102,6 @@ class DiskCache:
 
     def write(self, key: str, body: bytes) -> None:
         """Write the entry atomically: a reader sees the old entry, none, or the whole new one."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as out:

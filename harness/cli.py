@@ -262,7 +262,7 @@ def _through_warm_server(argv: list[str]) -> int | None:
     from harness.warm import client
 
     try:
-        return client.forward(f"{__name__}:warm_main", argv)
+        return client.forward("harness.cli:warm_main", argv)  # by name: under python -m this is __main__
     except client.Declined as declined:
         print(f"{PROGRAM}: running without the warm server: {declined}", file=sys.stderr)
         return None

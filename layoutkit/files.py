@@ -1,15 +1,72 @@
-"""Where layoutbench keeps what it can recompute (:func:`cache_root`), and the lock file
-through which processes take turns at a cache entry or a results directory (:func:`file_lock`)."""
+"""Where layoutbench keeps what it can recompute (:func:`cache_root`, :func:`cache_folder`),
+and the lock file through which processes take turns at a cache entry or a results
+directory (:func:`file_lock`).
+
+What the cache holds is run: prefixes are unpickled, the runtime and the tools it fetched are
+executed. So a folder of it that another user could write would let that user plant what
+runs as this one: :func:`cache_folder` refuses one, unless the user says the cache is shared
+on purpose (``LAYOUTBENCH_TRUST_SHARED_CACHE=1``). Checking who can write is a few ``lstat``
+calls per access, with nothing to set up; authenticating each entry with a key of the user's
+would cost a keyed digest of every entry read (hundreds of megabytes in a warm run) and
+would still leave the tools' folders, which hold programs, not entries, unguarded.
+"""
 
 import contextlib
 import fcntl
 import os
+import stat
 from pathlib import Path
+
+from layoutkit.errors import UsageError
+
+TRUST_SHARED_ENV = "LAYOUTBENCH_TRUST_SHARED_CACHE"
 
 
 def cache_root() -> Path:
     """``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``."""
     return Path(os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench")
+
+
+def others_can_write(path: Path, status: os.stat_result | None = None) -> str | None:
+    """Why a user other than this one could change what ``path`` holds, or None: it (or the
+    folder a link of this user's points to) must be this user's and closed to writes by its
+    group and others. ``status``: the path's ``lstat`` (or an open file's ``fstat``) if known."""
+    status = status or os.lstat(path)
+    if stat.S_ISLNK(status.st_mode):
+        if status.st_uid != os.getuid():
+            return f"{path} is a link of another user's"
+        status = os.stat(path)
+    if status.st_uid != os.getuid():
+        return f"{path} belongs to another user (uid {status.st_uid})"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} can be written by other users (mode {stat.S_IMODE(status.st_mode):o})"
+    return None
+
+
+def refuse_if_others_can_write(path: Path, status: os.stat_result | None = None) -> None:
+    """Raise a :class:`UsageError` where :func:`others_can_write` finds a reason, unless the
+    user trusts a shared cache (``LAYOUTBENCH_TRUST_SHARED_CACHE=1``)."""
+    problem = None if os.environ.get(TRUST_SHARED_ENV) == "1" else others_can_write(path, status)
+    if problem:
+        raise UsageError(f"{problem}, who could plant in the cache what runs as you: chmod go-w it if it is "
+                         f"yours, another cache (LAYOUTBENCH_CACHE_DIR), or {TRUST_SHARED_ENV}=1 if all who can "
+                         "write it are trusted")
+
+
+def cache_folder(*parts: str) -> Path:
+    """``cache_root()/parts`` (a kind's folder, or one inside it), each folder from the root
+    down made where missing (closed to other users) and refused where another user could
+    write it (see the module)."""
+    folder = cache_root()
+    for part in ("", *parts):
+        folder = folder / part
+        try:
+            status = os.lstat(folder)
+        except FileNotFoundError:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            status = os.lstat(folder)
+        refuse_if_others_can_write(folder, status)
+    return folder
 
 
 @contextlib.contextmanager

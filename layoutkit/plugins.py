@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from layoutkit.errors import UnknownNameError
+from layoutkit.source_loader import spec_from_file
 
 
 def file_module_name(path: Path) -> str:
@@ -32,7 +33,7 @@ def _load_file(path: Path) -> ModuleType:
     name = file_module_name(path)
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = spec_from_file(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

@@ -1,5 +1,6 @@
 """The model zoo: timm models, EdgeTAM parts and synthetic graphs behind one registry."""
 
+import layoutkit  # noqa: F401  (first: our code is imported from its source as it is now)
 from models._registry import (
     ENTRY_POINT_GROUP,
     INT8_SUFFIX,

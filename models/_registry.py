@@ -30,6 +30,7 @@ from models import quantization
 from layoutkit.errors import InvalidModelError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
+from layoutkit.source_loader import source_bytes
 
 UNFUSED_SUFFIX = ".unfused"
 INT8_SUFFIX = ".int8"
@@ -154,7 +155,7 @@ def _unknown(name: str) -> UnknownNameError:
 def _digest_files(paths) -> str:
     digest = hashlib.sha256()
     for path in sorted(paths):
-        digest.update(Path(path).read_bytes())
+        digest.update(source_bytes(path))
     return digest.hexdigest()[:16]
 
 

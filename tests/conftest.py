@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutkit.files import cache_root
+from layoutkit.files import cache_folder, cache_root
 
 SHARED_KINDS = ("exports", "prefixes")  # entries keyed by all they depend on: never stale, never another answer
 TOOL_KINDS = ("runtime", "vgf-host", "npm")
@@ -24,7 +24,7 @@ _user_cache = cache_root()
 _suite_cache = Path(tempfile.mkdtemp(prefix="layoutbench-test-cache-"))
 for _kind in SHARED_KINDS + TOOL_KINDS:
     if _kind in SHARED_KINDS:
-        (_user_cache / _kind).mkdir(parents=True, exist_ok=True)
+        cache_folder(_kind)  # made closed to others where missing, and refused where others can write it
     if (_user_cache / _kind).is_dir():
         (_suite_cache / _kind).symlink_to((_user_cache / _kind).resolve())
 os.environ["LAYOUTBENCH_CACHE_DIR"] = str(_suite_cache)

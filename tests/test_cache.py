@@ -15,10 +15,13 @@ import torch
 
 import strategies
 from harness.cache import MAGIC, DiskCache
+from harness.errors import UsageError
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan import serialization
 from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
 from harness.targets.vulkan.lowering import VulkanLowering
+from harness.warm import client
+from layoutkit.files import TRUST_SHARED_ENV
 
 from .helpers import cache_worker
 from .conftest import QUICK_ZOO
@@ -173,6 +176,83 @@ def test_entries_no_run_used_are_pruned_and_reading_keeps_an_entry(cache_dir):
                           (["--clear", "npm", "--unused-for", "1"], "npm: tools, not entries; clear them whole")):
         bad = subprocess.run([str(LAYOUTBENCH), "cache", *args], capture_output=True, text=True)
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+
+
+def _another_users(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a folder another user's takes root")
+    os.chown(path, 65534, 65534, follow_symlinks=False)  # nobody's
+
+
+def _open_to_all(path: Path) -> None:
+    path.chmod(0o777)
+
+
+def _linked_to_a_folder_open_to_all(kind: Path) -> None:
+    elsewhere = kind.parent.parent / "shared-records"
+    kind.rename(elsewhere)
+    elsewhere.chmod(0o777)
+    kind.symlink_to(elsewhere)
+
+
+@pytest.mark.parametrize("where, make_unsafe, why", [
+    ("root", _open_to_all, "can be written by other users (mode 777)"),
+    ("kind", lambda kind: kind.chmod(0o770), "can be written by other users (mode 770)"),
+    ("kind", _linked_to_a_folder_open_to_all, "can be written by other users (mode 777)"),
+    ("kind", _another_users, "belongs to another user (uid 65534)"),
+    ("entry", _open_to_all, "can be written by other users (mode 777)"),
+    ("entry", _another_users, "belongs to another user (uid 65534)"),
+], ids=["root-open-to-all", "kind-group-writable", "kind-a-link-to-a-folder-open-to-all", "kind-another-users",
+        "entry-open-to-all", "entry-another-users"])
+def test_a_cache_another_user_could_write_is_refused_unless_trusted(cache_dir, monkeypatch, where, make_unsafe, why):
+    """Prefix entries are unpickled, the runtime is run: what another user could plant in the
+    cache would run as this one."""
+    records = DiskCache("records")
+    records.write("entry", b"{}")
+    unsafe = {"root": cache_dir, "kind": cache_dir / "records", "entry": records.path("entry")}[where]
+    make_unsafe(unsafe)
+    with pytest.raises(UsageError) as refused:
+        records.read("entry")
+    assert str(refused.value).startswith(f"{unsafe} {why}, who could plant in the cache what runs as you")
+    assert f"or {TRUST_SHARED_ENV}=1 if all who can write it are trusted" in str(refused.value)
+    monkeypatch.setenv(TRUST_SHARED_ENV, "1")
+    assert records.read("entry") == b"{}"
+
+
+def test_a_cache_of_links_to_folders_of_the_users_own_is_used(cache_dir, tmp_path):
+    """As the suite's own cache is made (tests/conftest.py): kinds linked to the user's folders."""
+    users = tmp_path / "users-records"
+    users.mkdir(mode=0o755)
+    cache_dir.mkdir(mode=0o700)
+    (cache_dir / "records").symlink_to(users)
+    DiskCache("records").write("entry", b"{}")
+    assert DiskCache("records").read("entry") == b"{}" and (users / "entry").exists()
+    DiskCache("exports").write("made", b"x")
+    assert (cache_dir / "exports").stat().st_mode & 0o777 == 0o700  # made closed to others
+
+
+def test_a_command_on_a_cache_others_can_write_stops_with_one_line(cache_dir, tmp_path):
+    cache_dir.mkdir()
+    cache_dir.chmod(0o777)
+    refused = subprocess.run([str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies",
+                              "bfs-downstream", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                             timeout=600)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        f"layoutbench: error: {cache_dir} can be written by other users (mode 777), who could plant in the cache "
+        "what runs as you: chmod go-w it if it is yours, another cache (LAYOUTBENCH_CACHE_DIR), or "
+        f"{TRUST_SHARED_ENV}=1 if all who can write it are trusted"]
+
+
+def test_the_warm_servers_log_is_never_opened_through_a_link(cache_dir, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("another user's file\n")
+    _, log = client.server_files()
+    log.parent.mkdir(parents=True)
+    log.symlink_to(victim)
+    with pytest.raises(UsageError, match=f"the warm server's log {log} cannot be opened"):
+        client.start(dict(os.environ), idle_minutes=0.05)
+    assert victim.read_text() == "another user's file\n"
 
 
 @pytest.mark.parametrize("model", QUICK_ZOO)

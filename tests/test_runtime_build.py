@@ -36,7 +36,7 @@ def empty_cache(tmp_path, monkeypatch):
 def _built(key: str, flags: list[str]) -> Path:
     """A runner as runtime build leaves it (the stand-in as the binary), with its build.json."""
     build = runners.runtime_dir() / key
-    build.mkdir(parents=True)
+    build.mkdir(mode=0o700)  # as runtime build makes it: closed to others, whatever the umask
     binary = build / runners.RUNNER_NAME
     binary.write_text(f"#!/bin/sh\nexec {sys.executable} {STAND_IN} \"$@\"\n")
     binary.chmod(0o755)

@@ -1,13 +1,17 @@
 """The warm server: a command run through it is the command run without it (output, exit
-code, records; an edited strategy measured afresh), Ctrl-C and a killed client end the
-command as they would, and what would make it differ sends the command past it."""
+code, records; an edited strategy measured afresh, a file saved twice within a second too;
+the signals its caller ignores; its own random numbers), Ctrl-C and a killed client end the
+command as they would, what would make it differ (interpreter flags among it) sends the
+command past it, and a stopped server or a slow client holds no one."""
 
 import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +19,9 @@ import pytest
 
 from harness.warm import client
 from harness.warm.preload import OWN_PACKAGES, ImportedFiles
+from layoutkit.files import cache_root
+
+from .conftest import SHARED_KINDS
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 PLUG = """from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -29,10 +36,15 @@ class Plug(TagMemoryMetaPass):
 
 @contextlib.contextmanager
 def _served_environment(cache: Path, **variables: str):
-    """An environment of its own (cache included, so its server is the test's alone) with a
-    warm server, stopped afterwards (killed if a command it runs does not end)."""
-    environment = {k: v for k, v in os.environ.items() if k != "LAYOUTBENCH_NO_SERVER"}
+    """An environment of its own (cache included, so its server is the test's alone; the
+    suite's exports and prefixes linked in) with a warm server, stopped afterwards (killed if
+    a command it runs does not end). Bytecode is cached, as it is where no one says otherwise."""
+    unset = ("LAYOUTBENCH_NO_SERVER", "PYTHONDONTWRITEBYTECODE")
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
     environment.update(LAYOUTBENCH_CACHE_DIR=str(cache), **variables)
+    cache.mkdir(mode=0o700, exist_ok=True)
+    for kind in SHARED_KINDS:
+        (cache / kind).symlink_to(cache_root() / kind)
     started = _layoutbench(environment, "serve", "--idle-minutes", "10")
     assert started.returncode == 0, started.stderr
     assert "commands run through it" in started.stderr
@@ -59,17 +71,24 @@ def _layoutbench(environment: dict, *args: str, cwd=None) -> subprocess.Complete
                           cwd=cwd)
 
 
-def _status(environment: dict, required: bool = True) -> dict | None:
-    """What the test's server says of itself (None: none listens)."""
+@contextlib.contextmanager
+def _cache_of(environment: dict):
+    """This process sees the test's cache, and so its server, while in the block."""
     saved = os.environ.get("LAYOUTBENCH_CACHE_DIR")
     os.environ["LAYOUTBENCH_CACHE_DIR"] = environment["LAYOUTBENCH_CACHE_DIR"]
     try:
-        status = client.status()
+        yield
     finally:
         if saved is None:
             del os.environ["LAYOUTBENCH_CACHE_DIR"]
         else:
             os.environ["LAYOUTBENCH_CACHE_DIR"] = saved
+
+
+def _status(environment: dict, required: bool = True) -> dict | None:
+    """What the test's server says of itself (None: none listens)."""
+    with _cache_of(environment):
+        status = client.status()
     assert status is not None or not required, "the test's warm server is not running"
     return status
 
@@ -116,6 +135,50 @@ def test_an_edited_strategy_is_measured_afresh(environment, tmp_path):
     assert cold_record["transitions"] == 9
     assert {k: v for k, v in record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")} == \
         {k: v for k, v in cold_record.items() if k in ("transition_bytes", "pte_bytes", "delegate_memory_bytes")}
+
+
+PLUG_OF_A_HELPER = """from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+
+from plugins import depth
+
+
+class Plug(TagMemoryMetaPass):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_trace_search_depth = depth.DEPTH
+"""
+# What each case writes (the edited file, with the search depth in it, first) and the strategy it names.
+EDITS = {
+    "plug-in-file": ({"plug.py": PLUG}, "plug.py:Plug"),
+    "plug-in-module": ({"plugins/plug.py": PLUG, "plugins/__init__.py": ""}, "plugins.plug:Plug"),
+    "helper-of-a-plug-in": ({"plugins/depth.py": "DEPTH = {depth}\n", "plugins/plug.py": PLUG_OF_A_HELPER,
+                             "plugins/__init__.py": ""}, "plugins.plug:Plug"),
+}
+
+
+@pytest.mark.parametrize("case", EDITS)
+def test_a_file_saved_twice_within_a_second_is_measured_as_saved_warm_and_cold(environment, tmp_path, case):
+    """Python validates cached bytecode by the source's mtime in whole seconds and its size: two
+    saves of one size within a second (a search depth of 64, then of 4) must not leave the
+    first save's code running under the second's identity, through the server or without it."""
+    files, strategy = EDITS[case]
+    edited = tmp_path / next(iter(files))
+    saved_at = int(time.time()) - 60
+    run = ["run", "--models", "synthetic_small", "--strategies", strategy, "--format", "json"]
+    records = {}
+    for depth, second, how in ((64, 0.25, "warm"), (4, 0.75, "warm"), (4, 0.75, "cold")):
+        for name, text in files.items():
+            (tmp_path / name).parent.mkdir(exist_ok=True)
+            (tmp_path / name).write_text(text.format(depth=f"{depth:>2}"))  # the same size
+        os.utime(edited, (saved_at + second, saved_at + second))
+        done = _layoutbench(environment if how == "warm" else _cold(environment), *run,
+                            *(["--fresh"] if how == "cold" else []), "--out", str(tmp_path / f"{how}{depth}"),
+                            cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        [records[depth, how]] = json.loads(done.stdout)
+    # The pinned pass's search depth (64) and a shallow one (4): 9 and 10 transitions on this model.
+    assert [records[key]["transitions"] for key in ((64, "warm"), (4, "warm"), (4, "cold"))] == [9, 10, 10]
+    assert _deterministic([records[4, "warm"]]) == _deterministic([records[4, "cold"]])
 
 
 STUCK = """import os
@@ -180,6 +243,121 @@ def test_ctrl_c_and_a_killed_client_end_the_command(environment, tmp_path):
     assert _status(environment)["running"] == 0, "the command of a killed client kept running"
 
 
+PROBE = """import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
+
+Path({marker!r} + ".tmp").write_text(json.dumps({{
+    "ignored": [name for name in ("SIGHUP", "SIGINT") if signal.getsignal(getattr(signal, name)) == signal.SIG_IGN],
+    "random": torch.rand(4).tolist()}}))
+os.replace({marker!r} + ".tmp", {marker!r})
+while not Path({go!r}).exists():
+    time.sleep(0.05)
+
+
+class Probe(TagMemoryMetaPass):
+    pass
+"""
+
+
+def _probe(environment: dict, tmp_path: Path, name: str, ignore: str = "") -> tuple[subprocess.Popen, dict]:
+    """A sweep through the server (its caller ignoring the signals ``ignore`` names, as in
+    ``nohup layoutbench ... &`` from a script), once its strategy's module is imported and
+    waits for ``go``; and what that module saw: the signals ignored, torch's first numbers."""
+    marker = tmp_path / f"{name}.json"
+    (tmp_path / f"{name}.py").write_text(PROBE.format(marker=str(marker), go=str(tmp_path / "go")))
+    command = [str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", f"{name}.py:Probe",
+               "--out", str(tmp_path / name)]
+    if ignore:
+        command = ["sh", "-c", f"trap '' {ignore}; exec \"$0\" \"$@\"", *command]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
+                               cwd=tmp_path)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), process.communicate()
+    return process, json.loads(marker.read_text())
+
+
+def test_a_command_ignores_what_its_caller_ignores_and_draws_its_own_random_numbers(environment, tmp_path):
+    served = _status(environment)["served"]
+    nohup, seen = _probe(environment, tmp_path, "nohup", ignore="HUP INT")
+    assert seen["ignored"] == ["SIGHUP", "SIGINT"]  # as a new process started by the caller would
+    nohup.send_signal(signal.SIGHUP)  # a closed terminal, and a Ctrl-C, that the command survives
+    nohup.send_signal(signal.SIGINT)
+    (tmp_path / "go").touch()
+    _, stderr = nohup.communicate(timeout=600)
+    assert nohup.returncode == 0, stderr
+    plain, plain_seen = _probe(environment, tmp_path, "plain")
+    _, stderr = plain.communicate(timeout=600)
+    assert plain.returncode == 0, stderr
+    assert plain_seen["ignored"] == []
+    assert plain_seen["random"] != seen["random"]  # torch seeded anew in each command, as in a new process
+    assert _status(environment)["served"] == served + 2
+
+
+def test_python_m_runs_through_the_server_and_other_interpreter_flags_without_it(environment):
+    served = _status(environment)["served"]
+    python_m = subprocess.run([sys.executable, "-m", "harness.cli", "list", "zoos"], capture_output=True, text=True,
+                              env=environment, timeout=600)
+    assert (python_m.returncode, python_m.stderr) == (0, "")
+    assert "quick" in python_m.stdout.split()
+    assert _status(environment)["served"] == served + 1
+    optimized = subprocess.run([sys.executable, "-O", "-m", "harness.cli", "list", "zoos"], capture_output=True,
+                               text=True, env=environment, timeout=600)
+    assert (optimized.returncode, optimized.stdout) == (0, python_m.stdout)
+    assert optimized.stderr.startswith("layoutbench: running without the warm server: the process context differs "
+                                       "from the server's (interpreter flags)")
+    assert _status(environment)["served"] == served + 1
+
+
+def test_a_stopped_server_holds_no_client_and_runs_no_command_given_up_on(environment):
+    status = _status(environment)
+    os.kill(status["pid"], signal.SIGSTOP)
+    try:  # (bounded here, so that a client that waits for ever fails the test)
+        listed = subprocess.run([str(LAYOUTBENCH), "list", "zoos"], capture_output=True, text=True, env=environment,
+                                timeout=120)
+        asked = subprocess.run([str(LAYOUTBENCH), "serve", "--status"], capture_output=True, text=True,
+                               env=environment, timeout=120)
+    finally:
+        os.kill(status["pid"], signal.SIGCONT)
+    assert listed.returncode == 0 and "quick" in listed.stdout.split()
+    assert listed.stderr == f"layoutbench: running without the warm server: {client.NO_ANSWER}\n"
+    assert (asked.returncode, asked.stderr) == (2, f"layoutbench: error: {client.NO_ANSWER}\n")
+    assert _status(environment)["served"] == status["served"]  # the command its client gave up on never ran
+
+
+def test_a_slow_client_holds_no_other(environment):
+    served = _status(environment)["served"]
+    with _cache_of(environment):
+        path, _ = client.server_files()
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(str(path))
+    slow.sendall(b'{"status"')
+    done = threading.Event()
+
+    def drip():  # a byte a second, never the end of the request
+        with contextlib.suppress(OSError):
+            while not done.wait(1):
+                slow.send(b" ")
+
+    dripping = threading.Thread(target=drip)
+    dripping.start()
+    try:
+        listed = _layoutbench(environment, "list", "zoos")
+    finally:
+        done.set()
+        dripping.join()
+        slow.close()
+    assert (listed.returncode, listed.stderr) == (0, "")
+    assert _status(environment)["served"] == served + 1
+
+
 def test_what_would_differ_runs_without_the_server(environment):
     served = _status(environment)["served"]
     other = _layoutbench({**environment, "OMP_NUM_THREADS": "1"}, "list", "targets")
@@ -219,7 +397,9 @@ def test_a_changed_import_sends_a_command_past_the_server_which_starts_again(tmp
 def test_the_server_holds_no_code_of_ours_but_its_own(environment):
     status = _status(environment)
     assert status["modules"] > 1000  # torch, ExecuTorch and the rest, imported once
-    assert set(status["own_modules"]) <= {"harness", "harness.warm", "harness.warm.preload"}
+    # Its own package, and the loader that makes each command import the rest from its source as it is now.
+    assert set(status["own_modules"]) <= {"harness", "harness.warm", "harness.warm.preload", "layoutkit",
+                                          "layoutkit.source_loader"}
     again = _layoutbench(environment, "serve")
     assert again.returncode == 0 and f"warm server {status['pid']}:" in again.stderr  # the same one
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layoutkit.errors import LayoutbenchError
-from layoutkit.files import cache_root
+from layoutkit.files import cache_folder
 
 VENDOR_DIR = "vendor"
 
@@ -60,7 +60,7 @@ class DashboardError(LayoutbenchError):
 
 
 def _tarball(package: str) -> Path:
-    cache = cache_root() / "npm"
+    cache = cache_folder("npm")
     name, _, version = package.rpartition("@")
     tarball = cache / f"{name.replace('/', '-')}-{version}.tgz"
     if tarball.exists():
@@ -68,7 +68,6 @@ def _tarball(package: str) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise DashboardError("npm is not installed; it fetches the dashboard's scripts (apt-get install npm)")
-    cache.mkdir(parents=True, exist_ok=True)
     done = subprocess.run([npm, "pack", package, "--silent", "--pack-destination", str(cache)],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0 or not tarball.exists():

@@ -11,6 +11,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
 
+from layoutkit.source_loader import is_user_code, source_bytes
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,11 +53,6 @@ def provenance() -> dict:
     }
 
 
-# Packages that are versioned on their own (their version is in the identity instead).
-_OURS = ("layoutkit", "harness", "strategies", "models", "benchmarks", "tests")
-_INSTALLED = ("site-packages", "dist-packages")
-
-
 def _source(module: ModuleType) -> Path | None:
     """A module's source file; None for built-in, frozen and namespace-like modules."""
     path = getattr(module, "__file__", None)
@@ -64,13 +61,10 @@ def _source(module: ModuleType) -> Path | None:
 
 def _is_ours(module: ModuleType) -> bool:
     """Code whose content is the identity: our packages, and user code that is not an
-    installed distribution (a plug-in's module or file)."""
-    path, name = _source(module), module.__name__.partition(".")[0]
-    if path is None:
-        return False
-    if name in _OURS:
-        return True
-    return name not in sys.stdlib_module_names and not any(part in _INSTALLED for part in path.parts)
+    installed distribution (a plug-in's module or file); installed code's version is in the
+    identity instead."""
+    path = _source(module)
+    return path is not None and is_user_code(module.__name__, str(path))
 
 
 def _referenced_modules(module: ModuleType):
@@ -111,11 +105,12 @@ def code_files(*roots) -> dict[str, Path]:
 
 
 def code_digest(*roots) -> str:
-    """A digest of :func:`code_files` of ``roots``: changes when any of that code does."""
+    """A digest of :func:`code_files` of ``roots`` as this process compiled them: changes when
+    any of that code does."""
     seen = code_files(*roots)
     digest = hashlib.sha256()
     for name in sorted(seen):
-        digest.update(name.encode() + b"\0" + seen[name].read_bytes() + b"\0")
+        digest.update(name.encode() + b"\0" + source_bytes(seen[name]) + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from layoutkit.files import cache_root
+from layoutkit.files import cache_folder
 
 TRIXIE_SOURCE = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main"
 # The C/C++ runtime every fetched binary starts with.
@@ -22,7 +22,7 @@ SYSTEM_LIBRARIES = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu")
 
 def host_dir() -> Path:
     """The fetched packages' folder (named for its first user, the VGF tools)."""
-    return cache_root() / "vgf-host"
+    return cache_folder("vgf-host")
 
 
 def root() -> Path:

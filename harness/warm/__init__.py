@@ -5,15 +5,19 @@ command starts in milliseconds instead of the seconds those imports take.
 ``layoutbench serve`` starts one (:mod:`harness.warm.server`); from then on the
 ``layoutbench`` executable hands each command to it (:mod:`harness.warm.client`) with its
 arguments, working directory, environment and standard streams, and exits as the command
-does. The server imports none of layoutbench's code but this package: each command imports
-it afresh in its child, so an edited strategy is the one measured. What the server did
-import is checked before every command; if a file of it changed (an upgraded package), the
-server declines, the command runs without it, and the server starts again. A command runs
-without it too where its result could differ: an environment other than the server's
-(variables that libraries read at import), another process context (CPU affinity,
-niceness, resource limits: ``taskset``, ``nice``, ``ulimit``), or ``--verbose`` (what
-libraries print at import belongs to the command). A cgroup is not compared (each terminal
-of a desktop session may have its own): a command that must run under a cgroup's limits
+does. The server imports none of layoutbench's code but this package (and, with ``harness``,
+:mod:`layoutkit.source_loader`, through which each command imports the rest from its
+source): each command imports it afresh in its child, so an edited strategy is the one
+measured. What the server did import is checked before every command; if a file of it
+changed (an upgraded package), the server declines, the command runs without it, and the
+server starts again. A command runs without it too where its result could differ: an
+environment other than the server's (variables that libraries read at import), another
+process context (CPU affinity, niceness, resource limits: ``taskset``, ``nice``, ``ulimit``;
+the interpreter's flags: ``python -O``), or ``--verbose`` (what libraries print at import
+belongs to the command). The signals the caller ignores (``nohup``, ``&`` in a script) and
+blocks, the command's child ignores and blocks too, and its random generators (torch's too)
+are seeded anew, as a new process's are. A cgroup is not compared (each terminal of a
+desktop session may have its own): a command that must run under a cgroup's limits
 (``systemd-run -p ...``) sets ``LAYOUTBENCH_NO_SERVER=1``.
 
 What the client and the server share is here; it imports nothing of layoutbench, since the
@@ -23,7 +27,9 @@ server imports it.
 import json
 import os
 import resource
+import signal
 import stat
+import sys
 from pathlib import Path
 
 # Variables a command may set differently from the server's: layoutbench's own (read by its
@@ -50,11 +56,22 @@ def encode(message: dict) -> bytes:
 
 def process_context() -> dict:
     """What a process inherits besides its environment that can change what a command does
-    or how fast: CPU affinity, niceness, resource limits."""
+    or how fast: CPU affinity, niceness, resource limits, the interpreter's flags (``-O``,
+    ``-X``, ``-W``...)."""
     limits = {name: list(resource.getrlimit(getattr(resource, name))) for name in dir(resource)
               if name.startswith("RLIMIT_")}
+    flags = {name: getattr(sys.flags, name) for name in type(sys.flags).__match_args__}
     return {"affinity": sorted(os.sched_getaffinity(0)), "niceness": os.getpriority(os.PRIO_PROCESS, 0),
-            "limits": limits}
+            "limits": limits, "interpreter flags": {**flags, "-X": sys._xoptions, "-W": sys.warnoptions}}
+
+
+# Every signal whose disposition a process can set (SIGKILL's and SIGSTOP's cannot be).
+CATCHABLE_SIGNALS = [number for number in signal.Signals if number not in (signal.SIGKILL, signal.SIGSTOP)]
+
+
+def ignored_signals() -> list[int]:
+    """The signals this process ignores (a caller's ``nohup`` or ``&``, and Python's own SIGPIPE)."""
+    return [number for number in CATCHABLE_SIGNALS if signal.getsignal(number) == signal.SIG_IGN]
 
 
 

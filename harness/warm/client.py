@@ -1,5 +1,10 @@
 """The client side of the warm server (see :mod:`harness.warm`): hand a command to it
-(:func:`forward`), and start, ask and stop it (``layoutbench serve``)."""
+(:func:`forward`), and start, ask and stop it (``layoutbench serve``).
+
+A server that cannot answer at once (stopped, or stuck) holds no one: connecting, handing a
+command over and asking it anything each have :data:`ANSWER_TIMEOUT`, after which the command
+runs without it, saying so. A command starts only once the client has read the server's
+``ready`` and said ``go``: the server never runs a command whose client gave up waiting."""
 
 import contextlib
 import hashlib
@@ -14,15 +19,17 @@ import time
 from pathlib import Path
 
 from harness.results.provenance import REPO_ROOT
-from harness.warm import encode, private_folder_problem, process_context
-from layoutkit.files import cache_root
+from harness.warm import encode, ignored_signals, private_folder_problem, process_context
+from layoutkit.errors import UsageError
+from layoutkit.files import cache_folder, cache_root, refuse_if_others_can_write
 
 # The command's child leads a process group of its own (its workers are in it), outside the
 # terminal's: what a terminal sends its foreground group the client passes on to that group;
 # a kill of the client, to the child alone, as it would have reached the command.
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGWINCH, signal.SIGTSTP, signal.SIGCONT)
 START_TIMEOUT = 300  # seconds: the scout and the preload import everything twice, on a loaded machine too
-ANSWER_TIMEOUT = 60  # seconds the server may take to start a command (it serves one request at a time)
+ANSWER_TIMEOUT = 5  # seconds the server may take to accept, read and answer a request (it takes milliseconds)
+NO_ANSWER = f"the warm server did not answer within {ANSWER_TIMEOUT} s (stopped, or stuck)"
 
 
 class Declined(Exception):
@@ -44,8 +51,10 @@ def server_files() -> tuple[Path, Path]:
 
 
 def _connect() -> socket.socket | None:
-    """A connection to this code's server, or None where none listens. Raises
-    :class:`Declined` where the socket's folder or the process listening is not this user's."""
+    """A connection to this code's server (its operations time out after
+    :data:`ANSWER_TIMEOUT`), or None where none listens. Raises :class:`Declined` where the
+    socket's folder or the process listening is not this user's, or the server does not
+    accept at once (a full backlog: it is stopped or stuck)."""
     path, _ = server_files()
     try:
         problem = private_folder_problem(path.parent)
@@ -54,12 +63,16 @@ def _connect() -> socket.socket | None:
     if problem:
         raise Declined(problem)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(ANSWER_TIMEOUT)
     try:
         connection.connect(str(path))
         peer = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     except (FileNotFoundError, ConnectionRefusedError):
         connection.close()
         return None
+    except (BlockingIOError, TimeoutError):
+        connection.close()
+        raise Declined(NO_ANSWER) from None
     except OSError as error:
         connection.close()
         raise Declined(f"{path} could not be reached ({error.strerror})") from None
@@ -70,13 +83,17 @@ def _connect() -> socket.socket | None:
 
 
 def _ask(message: dict) -> dict | None:
-    """The server's answer to ``message``, or None where none listens."""
+    """The server's answer to ``message``, or None where none listens; raises
+    :class:`Declined` where it does not answer in time."""
     connection = _connect()
     if connection is None:
         return None
     with connection, connection.makefile("rb") as replies:
-        connection.sendall(encode(message))
-        line = replies.readline()
+        try:
+            connection.sendall(encode(message))
+            line = replies.readline()
+        except TimeoutError:
+            raise Declined(NO_ANSWER) from None
     return json.loads(line) if line else None
 
 
@@ -94,10 +111,10 @@ def start(environment: dict, idle_minutes: float) -> dict:
     """Start a server with ``environment`` (the one it will serve) and wait until it listens;
     its status. Raises RuntimeError with the last line of its log where it ends first."""
     path, log = server_files()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as output:
+    with _open_log(log) as output:  # with this interpreter's flags (-O...), which commands must share
         process = subprocess.Popen(
-            [sys.executable, "-m", "harness.warm.server", str(path), "--idle-minutes", f"{idle_minutes:g}"],
+            [sys.executable, *subprocess._args_from_interpreter_flags(), "-m", "harness.warm.server", str(path),
+             "--idle-minutes", f"{idle_minutes:g}"],
             stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=environment, cwd=REPO_ROOT,
             start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT
@@ -113,6 +130,23 @@ def start(environment: dict, idle_minutes: float) -> dict:
     raise RuntimeError(f"the warm server did not listen within {START_TIMEOUT} s (log: {log})")
 
 
+def _open_log(log: Path):
+    """The server's log, opened to append to: never through a link, and refused where another
+    user could write it or its folder (see :func:`layoutkit.files.cache_folder`)."""
+    cache_folder(log.parent.name)
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:  # ELOOP: a link
+        raise UsageError(f"the warm server's log {log} cannot be opened ({error.strerror}); remove it") from None
+    output = os.fdopen(fd, "a")
+    try:
+        refuse_if_others_can_write(log, os.fstat(fd))
+    except BaseException:
+        output.close()
+        raise
+    return output
+
+
 def forward(entry: str, argv: list[str]) -> int | None:
     """Run ``entry`` (``module:function`` of argv, returning an exit code) in the server with
     this process's arguments, directory, environment and standard streams; its exit code, or
@@ -126,20 +160,27 @@ def forward(entry: str, argv: list[str]) -> int | None:
         return None
     umask = os.umask(0)
     os.umask(umask)
-    request = {"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": cwd, "env": dict(os.environ),
-               "path": sys.path, "context": process_context(), "umask": umask}
+    request = encode({"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": cwd, "env": dict(os.environ),
+                      "path": sys.path, "context": process_context(), "umask": umask, "ignored": ignored_signals(),
+                      "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))})
     with connection, connection.makefile("rb") as replies:
-        connection.settimeout(ANSWER_TIMEOUT)
         try:
-            socket.send_fds(connection, [encode(request)], [0, 1, 2])
+            connection.sendall(request)
             first = json.loads(replies.readline() or b"{}")
-        except OSError as error:  # a closed standard stream (EBADF), a server stopping (reset), no answer
+            if first.get("ready"):  # from here on the command is the server's to run: no more timeouts
+                connection.settimeout(None)
+                # The streams go with the go, not before: a server that never reads a request would
+                # hold them open (a pipe's reader would wait for ever for its end).
+                socket.send_fds(connection, [b"go\n"], [0, 1, 2])
+                first = json.loads(replies.readline() or b"{}")
+        except TimeoutError:
+            raise Declined(NO_ANSWER) from None
+        except OSError as error:  # a closed standard stream (EBADF), a server stopping (reset)
             raise Declined(f"the command could not be handed over ({error})") from None
         if "declined" in first:
             raise Declined(first["declined"])
         if "pid" not in first:  # nothing ran: the command can run here
             raise Declined("the warm server did not start the command (its log says why)")
-        connection.settimeout(None)
         with _passing_signals_to(first["pid"]):
             last = replies.readline()
     if not last:
@@ -163,7 +204,9 @@ def _passing_signals_to(pid: int):
             if number == signal.SIGTSTP:  # Ctrl-Z: the command stops, and so does this process
                 os.kill(os.getpid(), signal.SIGSTOP)
 
-    previous = {number: signal.signal(number, pass_on) for number in (*TERMINAL_SIGNALS, signal.SIGTERM)}
+    ignored = ignored_signals()  # by this process's caller (nohup, &): the command ignores them too
+    previous = {number: signal.signal(number, pass_on) for number in (*TERMINAL_SIGNALS, signal.SIGTERM)
+                if number not in ignored}
     try:
         yield
     finally:

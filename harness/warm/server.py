@@ -4,10 +4,13 @@ It learns what to import from a scout: a child that imports every module of layo
 packages and reports the other modules that came with them, in the order they came; the
 server imports those, takes them out of the garbage collector's way, notes the files they
 came from, and listens. One thread: a selector over the listening socket, the connections
-and the running commands' pidfds. A request is one JSON line and the client's standard
-streams; the reply is ``{"pid": N}`` then ``{"exit": CODE}`` when the command's child ends,
-or ``{"declined": WHY}``. A client that goes away ends its command (SIGTERM), as a closed
-terminal would; a command's child ends with the server (PR_SET_PDEATHSIG).
+and the running commands' pidfds; no connection is waited on, so a slow client holds no
+other, and one that has not finished its request within :data:`REQUEST_TIMEOUT` is dropped.
+A request is one JSON line; the reply is ``{"ready": true}`` or ``{"declined": WHY}``; on the
+client's ``go`` line, which brings its standard streams, the command's child is forked and
+the reply is ``{"pid": N}``, then ``{"exit": CODE}`` when it ends. A client that gave up before
+its ``go`` has no command run; one that goes away later ends its command (SIGTERM), as a
+closed terminal would; a command's child ends with the server (PR_SET_PDEATHSIG).
 """
 
 import argparse
@@ -28,10 +31,17 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.warm import differences, encode, environment_difference, private_folder_problem, process_context
+from harness.warm import (
+    CATCHABLE_SIGNALS,
+    differences,
+    encode,
+    environment_difference,
+    private_folder_problem,
+    process_context,
+)
 from harness.warm.preload import ImportedFiles, ours, preload, scout
 
-REQUEST_TIMEOUT = 10  # seconds a connected client may take to send its request
+REQUEST_TIMEOUT = 5  # seconds a connected client may take to send its request, and then its go
 MAX_REQUEST = 1 << 22
 READ_BYTES = 1 << 16  # a request (its environment, mostly) is read in pieces of this, up to MAX_REQUEST
 _PR_SET_PDEATHSIG = 1
@@ -59,9 +69,7 @@ def _run_command(request: dict, fds: list[int], server_pid: int) -> int:
     if os.getppid() != server_pid:  # the server ended before the line above
         return 1
     os.setpgid(0, 0)
-    for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-        signal.signal(number, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signals_as_a_new_process(request["ignored"], request["blocked"])
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -90,11 +98,41 @@ def _run_command(request: dict, fds: list[int], server_pid: int) -> int:
     return code or 0
 
 
+def _signals_as_a_new_process(ignored: list[int], blocked: list[int]) -> None:
+    """The signal dispositions and mask a new Python started by the client would have: what
+    the client ignores (its caller's ``nohup`` or ``&``, Python's SIGPIPE) ignored, SIGINT
+    raising KeyboardInterrupt, every other signal's default; the client's blocked signals."""
+    for number in CATCHABLE_SIGNALS:
+        signal.signal(number, signal.SIG_IGN if number in ignored
+                      else signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 def _fresh_random_state() -> None:
     """Random generators seeded anew, as in a new process (not the server's state, shared by every command)."""
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()  # a new process's default generator is seeded at random too
+
+
+class _Request:
+    """A connection whose request is being read (then, for a command, its client's go), with
+    the standard streams that came with it, until a deadline."""
+
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.data = b""
+        self.fds: list[int] = []
+        self.request: dict | None = None  # once read, a command waiting for its client's go
+        self.deadline = time.monotonic() + REQUEST_TIMEOUT
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+        self.connection.close()
 
 
 class _Command:
@@ -115,6 +153,7 @@ class WarmServer:
         self.last_active = time.monotonic()
         self.served = 0
         self.selector = selectors.DefaultSelector()
+        self.requests: dict[int, _Request] = {}  # by connection fd
         self.commands: dict[int, _Command] = {}  # by connection fd
         self.files = ImportedFiles()
         self.listener: socket.socket | None = None
@@ -125,7 +164,7 @@ class WarmServer:
         self.path.unlink(missing_ok=True)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(self.path))
-        self.listener.listen(16)
+        self.listener.listen(socket.SOMAXCONN)
         self.selector.register(self.listener, selectors.EVENT_READ, self._accept)
 
     def serve(self) -> str:
@@ -134,9 +173,11 @@ class WarmServer:
             for key, _ in self.selector.select(timeout=1.0):
                 try:
                     key.data(key.fileobj)
-                except Exception:  # one connection's trouble (EMFILE, a bad request) must not end the rest
+                except Exception:  # one connection's trouble (EMFILE) must not end the rest
                     traceback.print_exc()
-            if self.commands:
+            for request in [r for r in self.requests.values() if time.monotonic() > r.deadline]:
+                self._drop(request, f"not finished within {REQUEST_TIMEOUT} s")
+            if self.commands or self.requests:
                 continue
             if self.leaving:
                 return self.leaving
@@ -154,57 +195,85 @@ class WarmServer:
     def _accept(self, listener: socket.socket) -> None:
         connection, _ = listener.accept()
         self.last_active = time.monotonic()
-        connection.settimeout(REQUEST_TIMEOUT)
+        connection.setblocking(False)
+        request = _Request(connection)
+        self.requests[connection.fileno()] = request
+        self.selector.register(connection, selectors.EVENT_READ, lambda _: self._receive(request))
+
+    def _forget(self, request: _Request) -> None:
+        """No longer a request of this server's (its connection stays open)."""
+        if self.requests.pop(request.connection.fileno(), None) is not None:
+            self.selector.unregister(request.connection)
+
+    def _drop(self, request: _Request, why: str | None = None) -> None:
+        if why:
+            print(f"warm server: a request not served ({why})", file=sys.stderr)
+        self._forget(request)
+        request.close()
+
+    def _receive(self, request: _Request) -> None:
+        """Read what the client sent; act on each line it completes."""
         try:
-            request, fds = self._read_request(connection)
-        except (OSError, ValueError) as error:
-            print(f"warm server: a bad request ({error})", file=sys.stderr)
-            connection.close()
+            data, fds, _, _ = socket.recv_fds(request.connection, READ_BYTES, 3)
+        except BlockingIOError:
+            return
+        except OSError:
+            data, fds = b"", []
+        request.fds += fds
+        if not data:  # the client gave up, or went away
+            self._drop(request)
+            return
+        request.data += data
+        if len(request.data) > MAX_REQUEST or len(request.fds) > 3:
+            self._drop(request, "too large")
             return
         try:
-            self._answer(connection, request, fds)
+            while b"\n" in request.data and request.connection.fileno() in self.requests:
+                line, _, request.data = request.data.partition(b"\n")
+                self._line(request, line)
         except (OSError, KeyError, TypeError, ValueError) as error:  # the client went away, or a bad request
-            print(f"warm server: a request not served ({type(error).__name__}: {error})", file=sys.stderr)
-            connection.close()
-        finally:
-            for fd in fds:
-                os.close(fd)
+            self._drop(request, f"{type(error).__name__}: {error}")
 
-    @staticmethod
-    def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
-        data, fds, _, _ = socket.recv_fds(connection, READ_BYTES, 3)
-        try:
-            while not data.endswith(b"\n"):
-                more = connection.recv(READ_BYTES)
-                if not more or len(data) > MAX_REQUEST:
-                    raise ValueError("incomplete request")
-                data += more
-            return json.loads(data), list(fds)
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
-
-    def _answer(self, connection: socket.socket, request: dict, fds: list[int]) -> None:
-        if "status" in request:
-            connection.sendall(encode(self.status()))
-            connection.close()
-        elif "stop" in request:
+    def _line(self, request: _Request, line: bytes) -> None:
+        if request.request is not None:  # a command's client, ready for it
+            if line != b"go":
+                raise ValueError("a line other than go")
+            if len(request.fds) != 3:
+                self._reply(request, {"declined": "the command's standard streams did not come with it"})
+                return
+            self._forget(request)
+            try:
+                self._fork(request.connection, request.request, request.fds)
+            finally:  # the child has its own copies
+                for fd in request.fds:
+                    os.close(fd)
+                request.fds = []
+            return
+        message = json.loads(line)
+        if "status" in message:
+            self._reply(request, self.status())
+        elif "stop" in message:
             self.leaving = "stop"
             self._stop_listening()
-            connection.sendall(encode({"stopping": len(self.commands)}))
-            connection.close()
+            self._reply(request, {"stopping": len(self.commands)})
         else:
-            why = self._why_not(request, fds)
+            why = self._why_not(message)
             if why:
-                connection.sendall(encode({"declined": why}))
-                connection.close()
+                self._reply(request, {"declined": why})
             else:
-                self._fork(connection, request, fds)
+                request.request = message
+                request.deadline = time.monotonic() + REQUEST_TIMEOUT
+                request.connection.sendall(encode({"ready": True}))
 
-    def _why_not(self, request: dict, fds: list[int]) -> str | None:
-        if len(fds) != 3:
-            return "the command's standard streams did not come with it"
+    def _reply(self, request: _Request, answer: dict) -> None:
+        """The last message of a connection (a few hundred bytes: a new socket's buffer takes it whole)."""
+        self._forget(request)
+        try:
+            request.connection.sendall(encode(answer))
+        finally:
+            request.close()
+
+    def _why_not(self, request: dict) -> str | None:
         changed = self.files.changed()
         if changed:
             self.leaving = "restart"
@@ -231,6 +300,8 @@ class WarmServer:
                 for command in self.commands.values():
                     command.connection.close()
                     os.close(command.pidfd)
+                for other in self.requests.values():
+                    other.close()
                 os.close(self.lock_fd)
                 connection.close()
                 code = _run_command(request, fds, server_pid)
@@ -249,7 +320,6 @@ class WarmServer:
         self.selector.register(command.pidfd, selectors.EVENT_READ, lambda _: self._ended(command))
         with contextlib.suppress(OSError):  # a client gone already: its connection's end says so
             connection.sendall(encode({"pid": pid}))
-        connection.setblocking(False)
 
     def _client_input(self, command: _Command) -> None:
         if command.done:  # ended in the same round of events

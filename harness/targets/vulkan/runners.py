@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from layoutkit.files import cache_root
+from layoutkit.files import cache_folder, refuse_if_others_can_write
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RunSettings
 from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields
@@ -135,7 +135,7 @@ def pybindings_backends() -> list[str]:
 def runtime_dir() -> Path:
     """``CACHE/runtime`` (``layoutbench cache`` shows CACHE): a machine's own runner, and the
     builds of ``layoutbench runtime build``."""
-    return cache_root() / "runtime"
+    return cache_folder("runtime")
 
 
 def cached_runner() -> Path:
@@ -148,7 +148,10 @@ def newest_built_runner() -> Path | None:
     """The runner ``layoutbench runtime build`` built or reused last, of those it keeps as
     ``CACHE/runtime/<source>-<flags>/executor_runner``; None when it built none."""
     built = [path for path in runtime_dir().glob(f"*/{RUNNER_NAME}") if os.access(path, os.X_OK)]
-    return max(built, key=lambda path: path.stat().st_mtime, default=None)
+    newest = max(built, key=lambda path: path.stat().st_mtime, default=None)
+    if newest is not None:
+        refuse_if_others_can_write(newest.parent)  # it runs as this user
+    return newest
 
 
 def locate_runtime(et_runner: str | None, backend: str = "VulkanBackend") -> tuple[object | None, str | None]:

@@ -206,7 +206,8 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
         _required_tools()
         glslc_path = glslc()
         cmake_build = build / "build"
-        cmake_build.mkdir(parents=True, exist_ok=True)
+        build.mkdir(mode=0o700, exist_ok=True)  # closed to others: what it holds runs (see layoutkit.files)
+        cmake_build.mkdir(exist_ok=True)
         started = time.monotonic()
         if not (cmake_build / "build.ninja").exists():
             _configure(staged_source(tree.path, build), cmake_build, flags, glslc_path)
