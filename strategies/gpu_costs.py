@@ -202,6 +202,9 @@ class CostTable:
     nodes: dict = field(default_factory=dict)  # (graph, node, input, output) -> measured ms
     errors: dict = field(default_factory=dict)  # operator -> relative error expected of the fit
     corpus: dict = field(default_factory=dict)  # what it was fitted on: models, programs, runs
+    # Per operator, nodes of the corpus measured in several pairs: their signature and those
+    # pairs, for asking the table what it prefers (``layoutbench preferences``).
+    probes: dict = field(default_factory=dict)  # operator -> [{"signature", "pairs": [[input, output]]}]
     digest: str = ""
 
     def price(self, queries: list[Query]) -> list[Price]:
@@ -222,6 +225,7 @@ class CostTable:
             "device": self.device,
             "corpus": self.corpus,
             "errors": dict(sorted(self.errors.items())),
+            "probes": dict(sorted(self.probes.items())),
             "model": self.model.to_json(),
             "nodes": [{"graph": g, "node": n, "input": i, "output": o, "ms": ms}
                       for (g, n, i, o), ms in sorted(self.nodes.items())],
@@ -238,6 +242,7 @@ class CostTable:
             nodes={(e["graph"], e["node"], e["input"], e["output"]): float(e["ms"]) for e in data["nodes"]},
             errors={op: float(error) for op, error in data.get("errors", {}).items()},
             corpus=data.get("corpus", {}),
+            probes=data.get("probes", {}),
             digest=digest,
         )
 

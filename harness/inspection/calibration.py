@@ -227,6 +227,29 @@ def _operator_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame
     return ((summed["predicted"] - summed["ms"]).abs() / summed["ms"]).rename("error").reset_index()
 
 
+PROBES_PER_OPERATOR = 12
+
+
+def _probes(training: pd.DataFrame) -> dict:
+    """Per operator, up to :data:`PROBES_PER_OPERATOR` nodes measured in two pairs or more,
+    spread over their sizes, each with the pairs it was measured in."""
+    nodes = training[~training["transition"]]
+    probes = {}
+    for operator, group in nodes.groupby("operator"):
+        pairs = group.groupby(["graph", "node"]).apply(lambda g: sorted(zip(g["input"], g["output"])),
+                                                        include_groups=False)
+        several = pairs[pairs.map(len) >= 2]
+        if several.empty:
+            continue
+        first = group.drop_duplicates(["graph", "node"]).set_index(["graph", "node"]).loc[several.index]
+        sizes = first["signature"].map(lambda s: np.prod(s["outputs"][0]) if s["outputs"] else 0).sort_values(
+            kind="stable")
+        chosen = sizes.index[np.linspace(0, len(sizes) - 1, min(PROBES_PER_OPERATOR, len(sizes))).round().astype(int)]
+        probes[operator] = [{"signature": first.loc[key, "signature"], "pairs": [list(p) for p in several.loc[key]]}
+                            for key in dict.fromkeys(chosen)]
+    return probes
+
+
 def _fold_of(models: list[str], folds: int) -> dict:
     return {model: index % folds for index, model in enumerate(sorted(models))}
 
@@ -248,6 +271,7 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     if errors:
         by_operator = pd.concat(errors).groupby("operator")["error"].quantile(ERROR_QUANTILE)
         table.errors = {op: float(error) for op, error in by_operator.items()}
+    table.probes = _probes(training)
     table.corpus = {"models": models, "programs": len(measurements.programs),
                     "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
     return table.identified()
