@@ -74,6 +74,7 @@ class Prediction:
     ms: float = 0.0
     measured_ms: float = 0.0
     fitted: dict = field(default_factory=dict)  # operator -> (fitted ms, relative error expected)
+    by_operator: dict = field(default_factory=dict)  # operator ("transition" for clones) -> ms
 
     @property
     def error_ms(self) -> float:
@@ -85,7 +86,10 @@ class Prediction:
         fitted = dict(self.fitted)
         for operator, (ms, error) in other.fitted.items():
             fitted[operator] = (fitted.get(operator, (0.0, error))[0] + ms, error)
-        return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms, fitted)
+        by_operator = dict(self.by_operator)
+        for operator, ms in other.by_operator.items():
+            by_operator[operator] = by_operator.get(operator, 0.0) + ms
+        return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms, fitted, by_operator)
 
 
 @dataclass
@@ -174,17 +178,19 @@ class LayoutProblem:
         """An assignment's time under ``table``: its operators' and transitions' prices."""
         total = measured = 0.0
         fitted: dict = {}
+        by_operator: dict = {}
         priced = [(self.operators[op].operator, self.node_price(table, op, primary, output))
                   for op, primary, output in self.operator_reprs(tensor_reprs, use_reprs)]
         priced += [(TRANSITION, self.transition_price(table, source, tensor_reprs[source], target))
                    for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
         for operator, price in priced:
             total += price.ms
+            by_operator[operator] = by_operator.get(operator, 0.0) + price.ms
             if price.measured:
                 measured += price.ms
             else:
                 fitted[operator] = (fitted.get(operator, (0.0, 0.0))[0] + price.ms, price.error)
-        return Prediction(total, measured, fitted)
+        return Prediction(total, measured, fitted, by_operator)
 
     def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> float:
         return self.prediction(table, tensor_reprs, use_reprs).ms

@@ -20,7 +20,7 @@ STATUSES = ("ok", "skipped", "failed")
 # Record fields that describe a record rather than measure it.
 CONTEXT_KEYS = (
     *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "precision", "runtime",
-    "run_note", "attribution_error",
+    "run_note", "attribution_error", "predicted_gpu_ms_by_operator",
     "identity", "model_digest", "strategy_digest", "harness_digest", "environment", "latency_source",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",

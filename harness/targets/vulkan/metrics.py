@@ -197,8 +197,9 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     """The program's GPU time per inference under a cost table (``predicted_gpu_ms``): every
     operator node in the representations the strategy gave it, plus its transitions (ET-VK's
     copies of inputs and outputs aside); the share of it priced by nodes measured on this very
-    model (``predicted_measured_share``), and the relative error expected of the whole
-    (``predicted_error_expected``: the fitted rest's)."""
+    model (``predicted_measured_share``), the relative error expected of the whole
+    (``predicted_error_expected``: the fitted rest's), and the time per operator
+    (``predicted_gpu_ms_by_operator``: where two strategies' times differ)."""
     prediction = Prediction()
     for partition in lowered.partitions:
         graph_module = partition.program.graph_module
@@ -209,4 +210,5 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
         "predicted_gpu_ms": prediction.ms,
         "predicted_measured_share": prediction.measured_ms / prediction.ms if prediction.ms else None,
         "predicted_error_expected": prediction.error_ms / prediction.ms if prediction.ms else None,
+        "predicted_gpu_ms_by_operator": {op: round(ms, 6) for op, ms in sorted(prediction.by_operator.items())},
     }
