@@ -109,3 +109,11 @@ def test_a_file_that_is_not_a_table_or_a_table_without_probes_is_one_line(tmp_pa
         assert captured.out == ""
         [line] = captured.err.splitlines()
         assert says in line and str(path) in line
+
+
+def test_a_tie_is_executorch_s_pick():
+    lines = {(LINEAR, TEXTURE_W, TEXTURE_W): (0.0, 1.0), (LINEAR, BUFFER_W, BUFFER_W): (0.0, 1.0)}
+    probes = {LINEAR: [_probe(LINEAR, [[64, 64]], [64, 64], [BUFFER_W, TEXTURE_W])]}  # buffer seen first
+    [rule] = preferences(_table("tied", lines, probes))
+    assert rule.fastest == ((TEXTURE_W, TEXTURE_W), 1)
+    assert rule.fastest_text == "width-packed texture in 1 of 1 (ExecuTorch's pick)"

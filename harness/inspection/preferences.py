@@ -160,7 +160,8 @@ def _priced(table: CostTable) -> list[tuple[str, float, list[Probe]]]:
         error, priced_probes = table.errors.get(operator, UNSEEN_OPERATOR_ERROR), []
         for probe in probes:
             ms = {tuple(pair): next(prices) for pair in probe["pairs"]}
-            default, fastest = executorch_pick(list(ms)), min(ms, key=ms.get)
+            default = executorch_pick(list(ms))
+            fastest = min(ms, key=lambda pair: (ms[pair], pair != default))  # a tie goes to ExecuTorch's pick
             saving = (ms[default] - ms[fastest]) / ms[default] if ms[default] > 0 else 0.0
             features = node_features(probe["signature"], None, None)
             outputs = probe["signature"]["outputs"]
