@@ -158,6 +158,11 @@ def _parser() -> argparse.ArgumentParser:
                            "fitted without it (OUT/held-out/MODEL.json) predicts its programs; OUT/validation.csv")
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
+    preferences = commands.add_parser("preferences", help="what a device's cost table rewards: per operator, the "
+                                      "representations its fit prefers and when; several tables side by side")
+    preferences.add_argument("tables", nargs="+", metavar="TABLE", help="cost tables written by calibrate")
+    preferences.add_argument("--format", choices=("table", "json"), default="table")
+
     remote = commands.add_parser(
         "import-remote", help="records of programs run on another machine by harness/targets/vulkan/remote_runner.py")
     remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
@@ -210,7 +215,8 @@ def _parser() -> argparse.ArgumentParser:
 COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "compare": sweeps.compare,
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
             "calibrate": sweeps.calibrate, "import-remote": upkeep.import_remote, "report": upkeep.report,
-            "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve, "dashboard": upkeep.dashboard}
+            "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve, "dashboard": upkeep.dashboard,
+            "preferences": inspections.preferences}
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 
 

@@ -1,4 +1,5 @@
-"""The commands that look inside a strategy's result: explain, profile and costs."""
+"""The commands that look inside a strategy's result or a device's costs: explain, profile, costs and
+preferences."""
 
 import sys
 
@@ -57,4 +58,16 @@ def profile(args) -> int:
     path = chart(frames, f"{model}: GPU time per operator", args.chart or ResultsDir(args.out).profile_chart(model, names))
     print(f"{PROGRAM}: chart written to {path}", file=sys.stderr)
     print(render_profile(result, args.format))
+    return 0
+
+
+def preferences(args) -> int:
+    from harness.inspection.preferences import preferences, render_preferences
+    from strategies import gpu_costs
+
+    tables = {}
+    for path in args.tables:
+        table = gpu_costs.load(path)
+        tables[path] = table, preferences(table, path)
+    print(render_preferences(tables, args.format))
     return 0
