@@ -39,8 +39,9 @@ BENCH_ZOO = os.environ.get("LAYOUTBENCH_BENCH_ZOO", "quick")
 _LISTED = os.environ.get("LAYOUTBENCH_BENCH_MODELS")
 BENCH_MODELS = models.resolve_models(_LISTED) if _LISTED else models.resolve_models(zoo=BENCH_ZOO)
 BENCH_RUN_ENV = "LAYOUTBENCH_BENCH_RUN"
-# One runtime process per program and three timed inferences: on lavapipe (a CPU) an inference
-# of the quick zoo takes up to seconds, and a commit runs every model x strategy.
+# One runtime process per program and three timed inferences: on lavapipe (a CPU) one of the
+# quick zoo's inferences takes up to 20 s (docs/regressions.md), and a commit may run every
+# model x strategy.
 PER_COMMIT_RUN = {"processes": 1, "iterations": 3}
 
 
