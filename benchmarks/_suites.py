@@ -1,27 +1,36 @@
-"""What the asv suites share: which models they run over, the process's model pipelines,
-and :class:`RecordedSuite`, whose ``track_`` benchmarks read a record's metric in the
-schema's unit.
+"""What the asv suites share: which models they run over, how programs are run, the cost
+table they price with, the process's model pipelines, and :class:`RecordedSuite`, whose
+``track_`` benchmarks read a record's metric in the schema's unit.
 
 The quick zoo unless ``LAYOUTBENCH_BENCH_ZOO`` names another (``full`` for a release
 comparison; it takes about 15 minutes to lower) or ``LAYOUTBENCH_BENCH_MODELS`` lists
 models (comma-separated, any name ``layoutbench list models`` accepts, user factories and
 saved ``.pt2`` programs included).
 
-Predicted GPU time is priced by ``LAYOUTBENCH_COSTS``, else by the H100's cost table kept
-in ``docs/cost-table/h100.json``, so that CI judges time with no GPU.
+Programs run on a runtime (``VulkanInference``) as a per-commit run affords: one runtime
+process per program, one warm-up and three timed inferences (:data:`BENCH_RUN`).
+``LAYOUTBENCH_BENCH_RUN`` sets them otherwise, e.g. ``processes=3,iterations=10`` (what
+``layoutbench run`` does) for a latency history on a GPU. asv tells a ``setup_cache`` nothing
+of ``--quick``, so these are the suite's own.
+
+Predicted GPU time, and ``ilp-time``'s objective, are priced by ``LAYOUTBENCH_COSTS``, else by
+:data:`DEFAULT_COSTS`, so that CI judges time with no GPU; :func:`costs_in_force` is the one
+place a suite puts a table in force.
 """
 
 import contextlib
+import dataclasses
 import os
-import tempfile
 from pathlib import Path
 
 import models
 from harness.pipeline.model import pipeline
+from harness.targets import MeasureContext, RunSettings
 from harness.targets.vulkan.prefix import vulkan_lowering
 from harness.sweep.planning import run_sweep
 from harness.results.schema import metric
 from harness.results.store import RecordStore
+from layoutkit.files import cache_root
 from strategies.gpu_costs import COSTS_ENV
 
 DEFAULT_COSTS = Path(__file__).resolve().parent.parent / "docs" / "cost-table" / "h100.json"
@@ -29,6 +38,28 @@ DEFAULT_COSTS = Path(__file__).resolve().parent.parent / "docs" / "cost-table" /
 BENCH_ZOO = os.environ.get("LAYOUTBENCH_BENCH_ZOO", "quick")
 _LISTED = os.environ.get("LAYOUTBENCH_BENCH_MODELS")
 BENCH_MODELS = models.resolve_models(_LISTED) if _LISTED else models.resolve_models(zoo=BENCH_ZOO)
+BENCH_RUN_ENV = "LAYOUTBENCH_BENCH_RUN"
+# One runtime process per program and three timed inferences: on lavapipe (a CPU) one of the
+# quick zoo's inferences takes up to 20 s (docs/regressions.md), and a commit may run every
+# model x strategy.
+PER_COMMIT_RUN = {"processes": 1, "iterations": 3}
+
+
+def run_settings(text: str) -> RunSettings:
+    """``name=value,...`` over :class:`RunSettings`' fields (``processes=3,iterations=10``);
+    the fields it does not name keep :data:`PER_COMMIT_RUN`'s values, else RunSettings'."""
+    known = {field.name for field in dataclasses.fields(RunSettings)}
+    settings = dict(PER_COMMIT_RUN)
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if name not in known or not value.isdigit() or (int(value) == 0 and name != "warmup"):
+            raise ValueError(f"{BENCH_RUN_ENV}: {item!r} is not one of {', '.join(sorted(known))} set to a "
+                             "whole number above 0 (warmup may be 0)")
+        settings[name] = int(value)
+    return RunSettings(**settings)
+
+
+BENCH_RUN = run_settings(os.environ.get(BENCH_RUN_ENV, ""))
 
 
 def warm_caches(model_names: list[str]) -> list[str]:
@@ -64,7 +95,9 @@ class RecordedSuite:
     ``strategy`` parameter (if any) on its ``target`` parameter, else on the class
     attribute ``target``; records are keyed by the parameter values. Records whose identity
     the record cache holds (an earlier commit with the same code) are reused, so a commit
-    pays only for what it changed."""
+    pays only for what it changed: the sweep's results directory is kept in the cache
+    (``asv-results/<suite>``), since a vulkan-run record is reused only beside its program
+    and ETDump."""
 
     timeout = 3600
     target = "vulkan"
@@ -75,10 +108,11 @@ class RecordedSuite:
     def sweep(self) -> dict:
         model_names = list(self.params[0])
         strategy_names = self._param("strategy", [])
-        with tempfile.TemporaryDirectory() as results, _costs_in_force():
-            store = RecordStore(results)
+        store = RecordStore(cache_root() / "asv-results" / type(self).__name__)
+        context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN)
+        with costs_in_force():
             records = [record for target in self._param("target", [self.target])
-                       for record in run_sweep(model_names, strategy_names, target, store).records]
+                       for record in run_sweep(model_names, strategy_names, target, store, context=context).records]
         return {tuple(record[name] for name in self.param_names): record for record in records}
 
     def setup(self, records, *params):
@@ -88,8 +122,9 @@ class RecordedSuite:
 
 
 @contextlib.contextmanager
-def _costs_in_force():
-    """The cost table the suites price with, in force for one sweep (its workers inherit it)."""
+def costs_in_force():
+    """The cost table the suites price with (``LAYOUTBENCH_COSTS``, else :data:`DEFAULT_COSTS`),
+    in force while in the block (a sweep's workers inherit it; a pass reads it as it runs)."""
     saved = os.environ.get(COSTS_ENV)
     os.environ[COSTS_ENV] = saved or str(DEFAULT_COSTS)
     try:

@@ -1,8 +1,8 @@
 """asv suite: how the ILP's formulation and solve time scale.
 
 ``setup_cache`` lowers each graph to the layout pass once and keeps the extracted
-problems (plain data); ``time_solve`` measures formulation plus HiGHS. Goals on the 2-core machine:
-5 s at ViT-S size, 60 s at 10,000 operators. The two largest graphs take about 4 and 24
+problems (plain data); ``time_solve`` measures formulation plus HiGHS. Goals on two CPU
+cores: 5 s at ViT-S size, 60 s at 10,000 operators. The two largest graphs take about 4 and 24
 minutes to lower, so they are benchmarked only with ``LAYOUTBENCH_BENCH_ZOO=full``.
 """
 

@@ -3,11 +3,15 @@
 ``setup_cache`` fills the disk caches (exports and lowering prefixes); each benchmark
 process then loads its model's prefix from there (``harness.pipeline.model.pipeline``)
 and every timed call gets a fresh copy of the partitions, so only the pass itself is timed.
-No benchmark process lowers a model.
+No benchmark process lowers a model. The suites' cost table is in force from ``setup`` to
+``teardown`` (``ilp-time`` reads it as it runs); a strategy this host cannot run is skipped
+with its reason.
 """
 
+import contextlib
+
 import strategies
-from benchmarks._suites import BENCH_MODELS, warm_caches
+from benchmarks._suites import BENCH_MODELS, costs_in_force, warm_caches
 from harness.errors import LayoutbenchError
 from harness.targets.vulkan.lowering_memory import lowering_peak_bytes
 from harness.pipeline.model import pipeline
@@ -29,8 +33,17 @@ class LayoutPass:
         return warm_caches(BENCH_MODELS)
 
     def setup(self, _, model, strategy):
+        self.costs = contextlib.ExitStack()
+        self.costs.enter_context(costs_in_force())
+        reason = strategies.unavailable_reason(strategy)
+        if reason is not None:
+            self.teardown(_, model, strategy)
+            raise NotImplementedError(reason)
         strategy_cls = strategies.get_strategy(strategy)
         self.inputs = [prefix.layout_pass_input(strategy_cls) for prefix in vulkan_lowering(pipeline(model)).prefixes]
+
+    def teardown(self, _, model, strategy):
+        self.costs.close()
 
     def time_layout_pass(self, _, model, strategy):
         for layout_pass, program in self.inputs:

@@ -1,4 +1,4 @@
-"""The one place that knows about torchvision's compiled-ops quirk on these machines.
+"""The one place that knows about torchvision's compiled-ops quirk beside the CPU torch.
 
 The torchvision 0.28.0 wheel is linked against CUDA; with the CPU build of torch its
 compiled library fails to load, and ``torchvision/_meta_registrations.py`` then dies at

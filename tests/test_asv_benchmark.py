@@ -10,17 +10,22 @@ temporary directory. The environment is built and the parent's suite discovered 
 untimed (``asv run --bench just-discover``: as with ``make asv``, the environment is
 created once). Then, timed: the parent with empty caches (cold: every model exported and
 lowered, every Arm flow run), and the child with the caches that run left (warm). The
-vgf host, a download rather than a result, is linked into the empty cache.
+vgf host, a download rather than a result, is linked into the empty cache, and so is the
+user's ET-VK runtime where there is one: the inference suite then runs its programs (on
+lavapipe where the machine has no GPU), else it skips them.
 
 It prints both wall times and where each went (every ``setup_cache``, the benchmarks, the
-rest: discovery, the commit's wheel built and installed), and asserts that the warm run takes at most a
-quarter of the cold one, that the child's results show the change, and that every value
-the change cannot reach is the same in both.
+rest: discovery, the commit's wheel built and installed), keeps asv's output of both runs
+(``asv-cold.log``, ``asv-warm.log`` under pytest's temporary directory), and asserts that
+the warm run takes at most a quarter of the cold one, that the child's results show the
+change, that every value the change cannot reach is the same in both, and that the output
+holds nothing the libraries log.
 """
 
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,6 +45,9 @@ CHANGED_STRATEGY = "bfs-downstream"
 # cache by lowering identity): a changed one must belong to the changed strategy.
 DETERMINISTIC = ("bench_vulkan_layout.", "bench_arm.", "bench_ilp.IlpScaling.track_",
                  "bench_layout_pass.Lowering.track_")
+# What the libraries print when not silenced: logging's default format (ExecuTorch's INFO line
+# per inserted transition), Python's warnings, torch's C++ log, torchao's failed optional loads.
+LIBRARY_CHATTER = re.compile(r"\b(DEBUG|INFO|WARNING):\S*:|\w+Warning: |\b[IWE]\d{4} \d\d:\d\d:\d\d|Failed to load ")
 # Appended to the class body of strategies/bfs_downstream.py (whose file ends with its docstring).
 SHALLOWER_SEARCH = '''
     def __init__(self, *args, **kwargs):
@@ -73,13 +81,16 @@ def _config(clone: Path, work: Path) -> Path:
     return path
 
 
-def _asv(config: Path, clone: Path, cache: Path, *args: str) -> float:
-    """Run asv in the clone with ``cache`` as layoutbench's cache; its wall time in seconds."""
+def _asv(config: Path, clone: Path, cache: Path, *args: str, log: Path | None = None) -> float:
+    """Run asv in the clone with ``cache`` as layoutbench's cache (its output kept in ``log``);
+    its wall time in seconds."""
     start = time.perf_counter()
     result = subprocess.run([str(ASV), "--config", str(config), *args], cwd=clone,
                             env={**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)},
                             capture_output=True, text=True, timeout=3 * 3600)
     wall = time.perf_counter() - start
+    if log is not None:
+        log.write_text(result.stdout + result.stderr)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return wall
 
@@ -127,10 +138,10 @@ def test_asv_run_of_a_one_strategy_commit_with_warm_caches(benchmark, tmp_path):
     config = _config(clone, work)
     _asv(config, clone, tmp_path / "discovery-cache", "machine", "--yes")
     _asv(config, clone, tmp_path / "discovery-cache", "run", "--bench", "just-discover", f"{parent}^!")
-    link_user_caches(cache, "vgf-host")
-    cold = _asv(config, clone, cache, "run", "--quick", "--show-stderr", f"{parent}^!")
+    link_user_caches(cache, "vgf-host", "runtime")
+    cold = _asv(config, clone, cache, "run", "--quick", "--show-stderr", f"{parent}^!", log=tmp_path / "asv-cold.log")
     warm = benchmark.pedantic(_asv, (config, clone, cache, "run", "--quick", "--show-stderr", f"{child}^!"),
-                              rounds=1, iterations=1)
+                              kwargs={"log": tmp_path / "asv-warm.log"}, rounds=1, iterations=1)
     before, after = _results(work, parent), _results(work, child)
     summary = {"cold": _breakdown(before, cold), "warm": _breakdown(after, warm), "warm_share": round(warm / cold, 3)}
     old, new = _values(before), _values(after)
@@ -138,8 +149,12 @@ def test_asv_run_of_a_one_strategy_commit_with_warm_caches(benchmark, tmp_path):
     changed = sorted(f"{key[0]}{list(key[1])}: {old[key]} -> {new.get(key)}"
                      for key in deterministic if not _same(old[key], new.get(key)))
     summary["changed"] = changed
+    summary["chatter"] = sorted({line.strip()[:200] for run in ("cold", "warm")
+                                 for line in (tmp_path / f"asv-{run}.log").read_text().splitlines()
+                                 if LIBRARY_CHATTER.search(line)})
     benchmark.extra_info.update(summary)
     print(json.dumps(summary, indent=1))
     assert not all(asv_util.is_na(old[key]) for key in deterministic), "the cold run measured nothing"
     assert changed and all(f"'{CHANGED_STRATEGY}'" in line for line in changed), changed
+    assert not summary["chatter"], summary["chatter"]
     assert warm <= cold / 4, summary

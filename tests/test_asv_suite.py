@@ -1,6 +1,7 @@
 """The asv suite runs its sweep once and reads every track_ value from it."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,88 @@ def test_suite_tracks_predicted_gpu_time_under_the_h100_table_by_default(monkeyp
         ("synthetic_small", "bfs-downstream")]["predicted_gpu_ms"]
     assert bench.track_predicted_gpu_ms.unit == "ms"
     assert COSTS_ENV not in os.environ  # in force for the sweep only
+
+
+def test_layout_pass_times_ilp_time_under_the_suites_cost_table(monkeypatch):
+    """asv puts no table in force: the suite's own (the one VulkanLayout prices with) is, from
+    setup to teardown, so ilp-time's pass is timed like every other strategy's."""
+    from benchmarks import bench_layout_pass
+    from strategies.gpu_costs import COSTS_ENV
+
+    monkeypatch.delenv(COSTS_ENV)
+    monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small"])
+    bench = bench_layout_pass.LayoutPass()
+    cache = bench.setup_cache()
+    bench.setup(cache, "synthetic_small", "ilp-time")
+    bench.time_layout_pass(cache, "synthetic_small", "ilp-time")
+    assert all(layout_pass.cost_table().device for layout_pass, _ in bench.inputs)
+    bench.teardown(cache, "synthetic_small", "ilp-time")
+    assert COSTS_ENV not in os.environ
+
+
+def test_layout_pass_skips_a_strategy_this_host_cannot_run_with_its_reason(monkeypatch):
+    from benchmarks import bench_layout_pass
+    from strategies.gpu_costs import COSTS_ENV
+
+    monkeypatch.delenv(COSTS_ENV)
+    bench = bench_layout_pass.LayoutPass()
+    with pytest.raises(NotImplementedError, match="needs the frobnicator"):
+        bench.setup(["synthetic_small"], "synthetic_small", "tests.helpers.user_strategies:NeedsAMissingTool")
+    assert COSTS_ENV not in os.environ  # asv calls no teardown after a skipping setup
+
+
+def test_the_suites_leave_the_libraries_chatter_out_of_asvs_output():
+    """A benchmark process as asv starts one (the package imported first, no quiet environment
+    inherited) prints nothing: ExecuTorch logged an INFO line per inserted transition."""
+    import subprocess
+    import sys
+
+    from harness import quiet
+
+    benchmark = ("from benchmarks import bench_layout_pass as suite\n"
+                 "suite.BENCH_MODELS = ['synthetic_small']\n"
+                 "bench = suite.LayoutPass()\n"
+                 "cache = bench.setup_cache()\n"
+                 "bench.setup(cache, 'synthetic_small', 'bfs-downstream')\n"
+                 "bench.time_layout_pass(cache, 'synthetic_small', 'bfs-downstream')\n")
+    inherited = (quiet.QUIET_ENV, "PYTHONWARNINGS", "TORCH_CPP_LOG_LEVEL")
+    environment = {name: value for name, value in os.environ.items() if name not in inherited}
+    run = subprocess.run([sys.executable, "-c", benchmark], cwd=Path(suite.__file__).parents[1], env=environment,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stderr == "" and run.stdout == "", run.stderr[-3000:]
+
+
+def test_run_settings_for_programs_are_a_commits_unless_set():
+    from benchmarks._suites import BENCH_RUN_ENV, run_settings
+    from harness.targets import RunSettings
+
+    assert run_settings("") == RunSettings(processes=1, iterations=3)
+    assert run_settings("processes=3, iterations=10") == RunSettings(processes=3, iterations=10)
+    assert run_settings("warmup=0").warmup == 0
+    for wrong in ("processes=0", "iterations=many", "repeat=3", "processes"):
+        with pytest.raises(ValueError, match=f"{BENCH_RUN_ENV}: '{wrong}' is not one of iterations, processes"):
+            run_settings(wrong)
+
+
+@pytest.fixture
+def real_runtime():
+    from harness.targets.vulkan import runners
+
+    if runners.find_runtime(None) is None:
+        pytest.skip(f"this test runs programs: {runners.NO_RUNTIME_REASON}")
+
+
+def test_inference_suite_runs_programs_as_a_commit_affords_and_reuses_them(real_runtime, monkeypatch):
+    """One runtime process per program, three timed inferences; the next commit (another
+    set-up) reuses every record whose identity holds, with its program and ETDump."""
+    from benchmarks import bench_vulkan_inference
+
+    monkeypatch.setattr(bench_vulkan_inference.VulkanInference, "params", (["synthetic_small"], ["bfs-downstream"]))
+    first = bench_vulkan_inference.VulkanInference().setup_cache()[("synthetic_small", "bfs-downstream")]
+    assert first["status"] == "ok", first["reason"]
+    assert first["iterations"] == 3 and first["environment"]["run_settings"]["processes"] == 1
+    bench = bench_vulkan_inference.VulkanInference()
+    records = bench.setup_cache()
+    assert records[("synthetic_small", "bfs-downstream")] == first
+    bench.setup(records, "synthetic_small", "bfs-downstream")
+    assert bench.track_latency_ms(records, "synthetic_small", "bfs-downstream") == first["latency_ms_median"] > 0

@@ -12,6 +12,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkStorageType,
 )
 
+from layoutkit.errors import UnavailableError
 from strategies.all_width_packed import AllWidthPacked
 
 
@@ -68,6 +69,14 @@ class ShallowSearch(TagMemoryMetaPass):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.max_trace_search_depth = 4
+
+
+class NeedsAMissingTool(TagMemoryMetaPass):
+    """Runs only where a tool no host has is installed: its records and benchmarks are skipped."""
+
+    @staticmethod
+    def check_available() -> None:
+        raise UnavailableError("needs the frobnicator, which is not installed")
 
 
 class Crashes(TagMemoryMetaPass):
