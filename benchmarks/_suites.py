@@ -31,7 +31,7 @@ from harness.sweep.planning import run_sweep
 from harness.results.schema import metric
 from harness.results.store import RecordStore
 from layoutkit.files import cache_root
-from strategies.gpu_costs import COSTS_ENV
+from strategies.gpu_costs import COSTS_ENV, load, table_in_force
 
 DEFAULT_COSTS = Path(__file__).resolve().parent.parent / "docs" / "cost-table" / "h100.json"
 
@@ -109,8 +109,8 @@ class RecordedSuite:
         model_names = list(self.params[0])
         strategy_names = self._param("strategy", [])
         store = RecordStore(cache_root() / "asv-results" / type(self).__name__)
-        context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN)
-        with costs_in_force():
+        with costs_in_force() as table:
+            context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN, costs=table)
             records = [record for target in self._param("target", [self.target])
                        for record in run_sweep(model_names, strategy_names, target, store, context=context).records]
         return {tuple(record[name] for name in self.param_names): record for record in records}
@@ -124,11 +124,6 @@ class RecordedSuite:
 @contextlib.contextmanager
 def costs_in_force():
     """The cost table the suites price with (``LAYOUTBENCH_COSTS``, else :data:`DEFAULT_COSTS`),
-    in force while in the block (a sweep's workers inherit it; a pass reads it as it runs)."""
-    saved = os.environ.get(COSTS_ENV)
-    os.environ[COSTS_ENV] = saved or str(DEFAULT_COSTS)
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[COSTS_ENV]
+    read once and in force while in the block (a sweep carries it to its workers)."""
+    with table_in_force(load(os.environ.get(COSTS_ENV) or DEFAULT_COSTS)) as table:
+        yield table

@@ -3,7 +3,8 @@
 ``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind:
 ``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
 ``records`` (measurements by identity), ``lowering-memory`` (asv's peak memory of lowering
-each model), and the tools' ``npm``, ``vgf-host`` and ``runtime`` folders.
+each model), ``asv-results`` (the asv suites' results directories), and the tools' ``npm``,
+``vgf-host`` and ``runtime`` folders.
 
 A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
 reader never sees half an entry; a per-entry lock makes a second process that wants the
@@ -47,6 +48,7 @@ KINDS = {
     "npm": "the dashboard's scripts from the npm registry",
     "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools and glslc",
     "runtime": "executor_runner: one put there by hand, and runtime build's, with their build directories",
+    "asv-results": "the asv suites' results directories (programs and ETDumps beside their records)",
 }
 # The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
 ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")
