@@ -36,6 +36,7 @@ class LocalSearch:
 
     max_region = 256  # units per move: bounds the search on graphs with long agreeing runs
     patience = 32  # units a move may grow past its best point before it stops
+    min_gain = 0  # what a move must lower the cost by, beyond nothing, to count
 
     def __init__(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list):
         self.problem = problem
@@ -102,15 +103,22 @@ class LocalSearch:
                 sources.update(self.problem.uses[ref].sources)
         return sources
 
-    def _move(self, unit, info) -> int:
-        """Move one unit to ``info``; returns the change in the number of transitions."""
+    def _scope(self, members):
+        """What a change of ``members`` can change the cost of: here, the sources' clones."""
+        return self._affected_sources(members)
+
+    def _cost(self, scope) -> float:
+        return sum(self._source_cost(s) for s in scope)
+
+    def _move(self, unit, info) -> float:
+        """Move one unit to ``info``; returns the change in the cost (here, transitions)."""
         changes = [(m, r) for m, r in self.choices[unit][info].items() if self.reprs[m] != r]
-        sources = self._affected_sources(member for member, _ in changes)
-        before = sum(self._source_cost(s) for s in sources)
+        scope = self._scope([member for member, _ in changes])
+        before = self._cost(scope)
         for member, r in changes:
             self.undo_log.append((member, self.reprs[member]))
             self._set(member, r)
-        return sum(self._source_cost(s) for s in sources) - before
+        return self._cost(scope) - before
 
     def _undo_to(self, length: int) -> None:
         while len(self.undo_log) > length:
@@ -140,7 +148,7 @@ class LocalSearch:
                 break
             followers = list(self._agreeing_neighbours(unit))
             delta += self._move(unit, info)
-            if delta < best:
+            if delta < best - self.min_gain:
                 best, best_length, best_step = delta, len(self.undo_log), step
             for follower in followers:
                 if follower not in region and info in self.choices[follower]:
@@ -163,11 +171,14 @@ class LocalSearch:
                 yield [source_unit], packed_dim_info(r)
                 yield readers, packed_dim_info(own)
 
+    def _moves(self):
+        return self._transition_moves()
+
     def run(self, max_rounds: int = 50) -> None:
         self.undo_log = []
         for _ in range(max_rounds):
             improved = False
-            for seeds, info in list(self._transition_moves()):
+            for seeds, info in list(self._moves()):
                 if all(info in self.choices[u] for u in seeds):
                     improved |= self.grow(seeds, info)
             if not improved:
@@ -200,7 +211,7 @@ class BfsRefined(TagMemoryMetaPass):
         inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
         self.bfs_transitions = self.transitions = len(inserted)
         self.refine_seconds = 0.0  # reading the problem off the graph, and the search
-        if not inserted:  # nothing to remove: the pass's result stands
+        if self.settled(inserted):
             return PassResult(graph_module, True)
 
         start = time.perf_counter()
@@ -211,13 +222,20 @@ class BfsRefined(TagMemoryMetaPass):
             raise InvalidAssignmentError(
                 f"bfs-refined read {read_off} transitions off the pass's result, which inserted {len(inserted)}"
             )
-        refined = refine(problem, tensor_reprs, use_reprs)
+        refined = self.refine(problem, tensor_reprs, use_reprs)
         self.refine_seconds = time.perf_counter() - start
         self.transitions = len(needed_transitions(problem, *refined))
-        if self.transitions < self.bfs_transitions:
+        if refined != (tensor_reprs, use_reprs):  # the search moves only to lower its cost
             _remove_nodes(graph_module, inserted)
             apply_assignment(self, graph_module, problem, *refined)
         return PassResult(graph_module, True)
+
+    def settled(self, inserted: frozenset) -> bool:
+        """Whether the pass's result stands without a search: with no clone, none to remove."""
+        return not inserted
+
+    def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
+        return refine(problem, tensor_reprs, use_reprs)
 
     @classmethod
     def summarize(cls, passes) -> dict:
