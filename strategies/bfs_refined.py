@@ -136,15 +136,16 @@ class LocalSearch:
                 if self.reprs[member] == own:
                     yield self.unit_of[member]
 
-    def grow(self, seeds: list[int], info) -> bool:
+    def grow(self, seeds: list[int], info, patience: int | None = None) -> bool:
         """Move ``seeds`` to ``info``, then, breadth-first, each unit that agreed with a moved
         one and accepts ``info``; keep the prefix of that order that removes the most
         transitions (none if none removes any)."""
+        patience = self.patience if patience is None else patience
         start = len(self.undo_log)
         region, queue = set(seeds), list(seeds)
         delta, best, best_length, best_step = 0, 0, start, 0
         for step, unit in enumerate(queue):
-            if step >= self.max_region or step - best_step > self.patience:
+            if step >= self.max_region or step - best_step > patience:
                 break
             followers = list(self._agreeing_neighbours(unit))
             delta += self._move(unit, info)
@@ -178,9 +179,9 @@ class LocalSearch:
         self.undo_log = []
         for _ in range(max_rounds):
             improved = False
-            for seeds, info in list(self._moves()):
+            for seeds, info, *patience in list(self._moves()):  # a move may set its own patience
                 if all(info in self.choices[u] for u in seeds):
-                    improved |= self.grow(seeds, info)
+                    improved |= self.grow(seeds, info, *patience)
             if not improved:
                 return
 
