@@ -37,6 +37,7 @@ class LocalSearch:
 
     max_region = 256  # units per move: bounds the search on graphs with long agreeing runs
     patience = 32  # units a move may grow past its best point before it stops
+    min_gain = 0  # what a move must lower the cost by, beyond nothing, to count
 
     def __init__(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list):
         self.problem = problem
@@ -103,15 +104,22 @@ class LocalSearch:
                 sources.update(self.problem.uses[ref].sources)
         return sources
 
-    def _move(self, unit, info) -> int:
-        """Move one unit to ``info``; returns the change in the number of transitions."""
+    def _scope(self, members):
+        """What a change of ``members`` can change the cost of: here, the sources' clones."""
+        return self._affected_sources(members)
+
+    def _cost(self, scope) -> float:
+        return sum(self._source_cost(s) for s in scope)
+
+    def _move(self, unit, info) -> float:
+        """Move one unit to ``info``; returns the change in the cost (here, transitions)."""
         changes = [(m, r) for m, r in self.choices[unit][info].items() if self.reprs[m] != r]
-        sources = self._affected_sources(member for member, _ in changes)
-        before = sum(self._source_cost(s) for s in sources)
+        scope = self._scope([member for member, _ in changes])
+        before = self._cost(scope)
         for member, r in changes:
             self.undo_log.append((member, self.reprs[member]))
             self._set(member, r)
-        return sum(self._source_cost(s) for s in sources) - before
+        return self._cost(scope) - before
 
     def _undo_to(self, length: int) -> None:
         while len(self.undo_log) > length:
@@ -129,19 +137,20 @@ class LocalSearch:
                 if self.reprs[member] == own:
                     yield self.unit_of[member]
 
-    def grow(self, seeds: list[int], info) -> bool:
+    def grow(self, seeds: list[int], info, patience: int | None = None) -> bool:
         """Move ``seeds`` to ``info``, then, breadth-first, each unit that agreed with a moved
         one and accepts ``info``; keep the prefix of that order that removes the most
         transitions (none if none removes any)."""
+        patience = self.patience if patience is None else patience
         start = len(self.undo_log)
         region, queue = set(seeds), list(seeds)
         delta, best, best_length, best_step = 0, 0, start, 0
         for step, unit in enumerate(queue):
-            if step >= self.max_region or step - best_step > self.patience:
+            if step >= self.max_region or step - best_step > patience:
                 break
             followers = list(self._agreeing_neighbours(unit))
             delta += self._move(unit, info)
-            if delta < best:
+            if delta < best - self.min_gain:
                 best, best_length, best_step = delta, len(self.undo_log), step
             for follower in followers:
                 if follower not in region and info in self.choices[follower]:
@@ -164,13 +173,16 @@ class LocalSearch:
                 yield [source_unit], packed_dim_info(r)
                 yield readers, packed_dim_info(own)
 
+    def _moves(self):
+        return self._transition_moves()
+
     def run(self, max_rounds: int = 50) -> None:
         self.undo_log = []
         for _ in range(max_rounds):
             improved = False
-            for seeds, info in list(self._transition_moves()):
+            for seeds, info, *patience in list(self._moves()):  # a move may set its own patience
                 if all(info in self.choices[u] for u in seeds):
-                    improved |= self.grow(seeds, info)
+                    improved |= self.grow(seeds, info, *patience)
             if not improved:
                 return
 
@@ -201,7 +213,7 @@ class BfsRefined(TagMemoryMetaPass):
         inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
         self.bfs_transitions = self.transitions = len(inserted)
         self.refine_seconds = 0.0  # reading the problem off the graph, and the search
-        if not inserted:  # nothing to remove: the pass's result stands
+        if self.settled(inserted):
             return PassResult(graph_module, True)
 
         start = time.perf_counter()
@@ -212,13 +224,20 @@ class BfsRefined(TagMemoryMetaPass):
             raise InvalidAssignmentError(
                 f"bfs-refined read {read_off} transitions off the pass's result, which inserted {len(inserted)}"
             )
-        refined = refine(problem, tensor_reprs, use_reprs)
+        refined = self.refine(problem, tensor_reprs, use_reprs)
         self.refine_seconds = time.perf_counter() - start
         self.transitions = len(needed_transitions(problem, *refined))
-        if self.transitions < self.bfs_transitions:
+        if refined != (tensor_reprs, use_reprs):  # the search moves only to lower its cost
             remove_transitions(graph_module, inserted)
             apply_assignment(self, graph_module, problem, *refined)
         return PassResult(graph_module, True)
+
+    def settled(self, inserted: frozenset) -> bool:
+        """Whether the pass's result stands without a search: with no clone, none to remove."""
+        return not inserted
+
+    def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
+        return refine(problem, tensor_reprs, use_reprs)
 
     @classmethod
     def summarize(cls, passes) -> dict:

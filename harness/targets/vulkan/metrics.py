@@ -21,7 +21,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.gpu_costs import CostTable
-from strategies.layout_problem import Prediction, extract, read_assignment
+from strategies.layout_problem import LayoutProblem, Prediction, extract, read_assignment
 from strategies.representations import QUANTIZED_DTYPES, first_repr, node_values, repr_name, tensor_bytes
 
 _VK_DTYPE_BYTES = {
@@ -193,6 +193,18 @@ def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
     return cpu_ops(lowered.lowering.edge_manager)
 
 
+def assignments(lowered: LoweredProgram) -> list[tuple[LayoutProblem, dict, list]]:
+    """Per partition: the layout problem the pass faced and the assignment (tensor and use
+    representations) the strategy left on it."""
+    found = []
+    for partition in lowered.partitions:
+        graph_module = partition.program.graph_module
+        inserted = frozenset(n.name for n in graph_module.graph.nodes if is_transition(n, partition.prefix_node_names))
+        problem = extract(partition.layout_pass, graph_module, inserted)
+        found.append((problem, *read_assignment(problem, graph_module)))
+    return found
+
+
 def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     """The program's GPU time per inference under a cost table (``predicted_gpu_ms``): every
     operator node in the representations the strategy gave it, plus its transitions (ET-VK's
@@ -201,11 +213,8 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     (``predicted_error_expected``: the fitted rest's), and the time per operator
     (``predicted_gpu_ms_by_operator``: where two strategies' times differ)."""
     prediction = Prediction()
-    for partition in lowered.partitions:
-        graph_module = partition.program.graph_module
-        inserted = frozenset(n.name for n in graph_module.graph.nodes if is_transition(n, partition.prefix_node_names))
-        problem = extract(partition.layout_pass, graph_module, inserted)
-        prediction += problem.prediction(table, *read_assignment(problem, graph_module))
+    for problem, tensor_reprs, use_reprs in assignments(lowered):
+        prediction += problem.prediction(table, tensor_reprs, use_reprs)
     return {
         "predicted_gpu_ms": prediction.ms,
         "predicted_measured_share": prediction.measured_ms / prediction.ms if prediction.ms else None,

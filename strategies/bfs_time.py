@@ -1,0 +1,210 @@
+"""``bfs-time``: ``bfs-refined``, then the same local search on predicted GPU time under a
+cost table, no solver (docs/gpu-time.md: how it searches, and the numbers)."""
+
+from operator import itemgetter
+
+from strategies._registry import register_strategy
+from strategies.bfs_refined import BfsRefined, LocalSearch
+from strategies.gpu_costs import CostTable, required_table
+from strategies.layout_problem import LayoutProblem
+from strategies.representations import packed_dim_info
+
+
+class TimeSearch(LocalSearch):
+    """:class:`LocalSearch` with the predicted time of the assignment as its cost: each
+    operator node's time in the representations it reads (its primary argument) and writes
+    (its first output), plus each clone's time, priced by the problem's own methods.
+
+    Moves, each taken only when it lowers the time:
+
+    - *region moves*, as bfs-refined's: the ones a clone suggests, and each unit to another
+      packed dim where the table prices its operators lower (a per-operator preference read
+      from the table) or where moving it alone saves time; each grows through agreeing
+      neighbours, so a run of agnostic ops follows when that pays (a preference's move at
+      most ``preference_patience`` units past its best point: what it wants is local);
+    - *kicks*, once region moves find nothing: a unit next to a clone to another packed dim
+      even where that alone costs time, then up to ``repairs`` times the best single move of
+      a unit next to what moved; kept when the whole saves time. They find what a device's
+      table rarely asks for but a rougher one does: neighbours that each want another
+      packed dim, with the clones between them placed where they are cheapest.
+
+    After the first round, moves start only next to what the previous round changed, so the
+    result is deterministic and never slower than the start. Prices are asked once per
+    (node, representations) and per (source, representations) and kept.
+    """
+
+    min_gain = 1e-9  # ms: below any price a table holds, above the rounding of a sum
+    preference_patience = 8
+    repairs = 3  # single moves after a kick
+
+    def __init__(self, problem: LayoutProblem, table: CostTable, tensor_reprs: dict, use_reprs: list):
+        super().__init__(problem, tensor_reprs, use_reprs)
+        self.table = table
+        # Per operator, the members whose representations price it: its primary use (None
+        # where it reads no tensor) and its first output; per member, the operators it prices.
+        self.pairs = {op: (None if info.primary_use is None else ("use", info.primary_use),
+                           ("tensor", problem.op_outputs[op][0])) for op, info in problem.operators.items()}
+        self.priced: dict = {}
+        for op, pair in self.pairs.items():
+            for member in pair:
+                if member is not None:
+                    self.priced.setdefault(member, []).append(op)
+        self._node_prices: dict = {}
+        self._transition_prices: dict = {}
+        self.changed = self.unkicked = None  # units changed since a round, since kicks (None: all)
+
+    def _node_price(self, op, reprs) -> float:
+        """``op``'s time with its members' representations looked up in ``reprs`` (a dict)."""
+        primary, output = self.pairs[op]
+        key = (op, None if primary is None else reprs[primary], reprs[output])
+        price = self._node_prices.get(key)
+        if price is None:
+            price = self._node_prices[key] = self.problem.node_ms(self.table, *key) or 0.0
+        return price
+
+    def _transition_price(self, source, own, target) -> float:
+        key = (source, own, target)
+        price = self._transition_prices.get(key)
+        if price is None:
+            price = self._transition_prices[key] = self.problem.transition_ms(self.table, *key) or 0.0
+        return price
+
+    def _source_cost(self, source) -> float:
+        own = self.reprs[("tensor", source)]
+        price = self._transition_price
+        return sum(price(source, own, r) for r, n in self.reads[source].items() if n and r != own)
+
+    def _scope(self, members):
+        ops = {op for member in members for op in self.priced.get(member, ())}
+        return self._affected_sources(members), ops
+
+    def _cost(self, scope) -> float:
+        sources, ops = scope
+        return sum(map(self._source_cost, sources)) + sum(self._node_price(op, self.reprs) for op in ops)
+
+    def _other_infos(self, unit) -> list:
+        current = packed_dim_info(self.reprs[self.units[unit][0]])
+        return [info for info in self.choices[unit] if info != current]
+
+    def _trial(self, unit, info) -> float:
+        """The change in time of moving the unit alone, undone."""
+        start = len(self.undo_log)
+        delta = self._move(unit, info)
+        self._undo_to(start)
+        return delta
+
+    def _unit_moves(self, units):
+        """Each unit to each other packed dim where its operators run faster, or where moving
+        it alone saves time (tried only where its operators' gain and the clones next to it,
+        all removed, could pay)."""
+        for unit in units:
+            members = self.units[unit]
+            ops = {op for member in members for op in self.priced.get(member, ())}
+            node_ms = sum(self._node_price(op, self.reprs) for op in ops)
+            clones_ms = sum(self._source_cost(s) for s in self._affected_sources(members))
+            for info in self._other_infos(unit):
+                choice = self.choices[unit][info]
+                moved = {m: choice.get(m, self.reprs[m]) for op in ops for m in self.pairs[op] if m is not None}
+                node_gain = node_ms - sum(self._node_price(op, moved) for op in ops)
+                if node_gain > self.min_gain or (node_gain + clones_ms > self.min_gain
+                                                 and self._trial(unit, info) < -self.min_gain):
+                    yield [unit], info, self.preference_patience
+
+    def _neighbours(self, unit) -> set:
+        """Units whose cost a change of ``unit`` changes: across its clones and its operators."""
+        found = set()
+        for member in self.units[unit]:
+            kind, ref = member
+            if kind == "tensor":
+                found.update(self.unit_of[("use", index)] for index in self.uses_of[ref])
+            else:
+                found.update(self.unit_of[("tensor", source)] for source in self.problem.uses[ref].sources)
+            for op in self.priced.get(member, ()):
+                found.update(self.unit_of[m] for m in self.pairs[op] if m is not None)
+        found.discard(unit)
+        return found
+
+    def _near(self, units) -> list:
+        """``units`` and their neighbours, in order (every unit for None)."""
+        if units is None:
+            return list(range(len(self.units)))
+        return sorted(set(units).union(*(self._neighbours(u) for u in units)))
+
+    def _keep(self, start: int) -> bool:
+        """Note the units the undo log holds changes of since ``start``; whether there are any."""
+        moved = {self.unit_of[member] for member, _ in self.undo_log[start:]}
+        self.changed.update(moved)
+        if self.unkicked is not None:
+            self.unkicked.update(moved)
+        return bool(moved)
+
+    def _moves(self):
+        near = self._near(self.changed)
+        self.changed = set()
+        every = len(near) == len(self.units)
+        for seeds, info in self._transition_moves():
+            if every or not set(near).isdisjoint(seeds):
+                yield seeds, info
+        yield from self._unit_moves(near)
+
+    def grow(self, seeds: list[int], info, patience: int | None = None) -> bool:
+        start = len(self.undo_log)
+        super().grow(seeds, info, patience)
+        return self._keep(start)
+
+    def kick(self, unit, info) -> bool:
+        """Move ``unit`` to ``info`` whatever that costs, then repair next to it; keep the
+        whole if it saves time."""
+        start = len(self.undo_log)
+        delta = self._move(unit, info)
+        moved, frontier = {unit}, self._neighbours(unit)
+        for _ in range(self.repairs):
+            if delta < -self.min_gain:
+                break
+            trials = [(self._trial(u, i), u, i) for u in sorted(frontier - moved) for i in self._other_infos(u)]
+            best = min(trials, key=itemgetter(0), default=None)
+            if best is None or best[0] >= -self.min_gain:
+                break
+            delta += self._move(best[1], best[2])
+            moved.add(best[1])
+            frontier |= self._neighbours(best[1])
+        if delta >= -self.min_gain:
+            self._undo_to(start)
+        return self._keep(start)
+
+    def _next_to_a_clone(self, unit) -> bool:
+        return any(self._source_cost(s) > 0 for s in self._affected_sources(self.units[unit]))
+
+    def run(self, max_rounds: int = 50) -> None:
+        """Region moves until none pays, then kicks next to what changed since the last kicks
+        (every unit at first); again while a kick pays."""
+        for _ in range(max_rounds):
+            super().run(max_rounds)
+            near, self.unkicked = self._near(self.unkicked), set()
+            kicked = [self.kick(unit, info) for unit in near if self._next_to_a_clone(unit)
+                      for info in self._other_infos(unit)]
+            if not any(kicked):
+                return
+            self.changed = set(self.unkicked)
+
+
+@register_strategy("bfs-time")
+class BfsTime(BfsRefined):
+    """``bfs-refined``, then :class:`TimeSearch` from its assignment on predicted time under
+    the cost table in force (``$LAYOUTBENCH_COSTS``, set by ``--costs``). A move is taken only
+    when it lowers that time, so the result is never predicted slower than ``bfs-refined``'s;
+    the search runs even where the pass inserted no clone, since a node's representation
+    alone can cost time. Without a table its records are skipped, saying how to get one."""
+
+    @staticmethod
+    def check_available() -> None:
+        """No table, no bfs-time: a sweep skips its records before it lowers anything."""
+        required_table()
+
+    def settled(self, inserted: frozenset) -> bool:
+        return False
+
+    def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
+        search = TimeSearch(problem, required_table(), *super().refine(problem, tensor_reprs, use_reprs))
+        search.run()
+        return search.tensor_reprs(), search.use_reprs()
