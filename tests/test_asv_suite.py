@@ -110,9 +110,10 @@ def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):
 
 def test_suite_tracks_predicted_gpu_time_under_the_h100_table_by_default(monkeypatch):
     from benchmarks._suites import DEFAULT_COSTS
-    from strategies.gpu_costs import COSTS_ENV, load
+    from strategies.gpu_costs import COSTS_ENV, active_table, load
 
     monkeypatch.delenv(COSTS_ENV)
+    before = active_table()
     monkeypatch.setattr(suite.VulkanLayout, "params", (["synthetic_small"], ["bfs-downstream", "ilp-time"]))
     bench = suite.VulkanLayout()
     records = bench.setup_cache()
@@ -121,40 +122,43 @@ def test_suite_tracks_predicted_gpu_time_under_the_h100_table_by_default(monkeyp
     for strategy in ("bfs-downstream", "ilp-time"):
         record = records[("synthetic_small", strategy)]
         bench.setup(records, "synthetic_small", strategy)
-        assert record["environment"]["gpu_costs"] == f"{table.device}:{table.digest}"
+        assert record["environment"]["gpu_costs"] == table.name
         assert bench.track_predicted_gpu_ms(records, "synthetic_small", strategy) == record["predicted_gpu_ms"] > 0
     assert records[("synthetic_small", "ilp-time")]["predicted_gpu_ms"] < records[
         ("synthetic_small", "bfs-downstream")]["predicted_gpu_ms"]
     assert bench.track_predicted_gpu_ms.unit == "ms"
-    assert COSTS_ENV not in os.environ  # in force for the sweep only
+    assert active_table() is before  # in force for the sweep only
 
 
 def test_layout_pass_times_ilp_time_under_the_suites_cost_table(monkeypatch):
     """asv puts no table in force: the suite's own (the one VulkanLayout prices with) is, from
     setup to teardown, so ilp-time's pass is timed like every other strategy's."""
     from benchmarks import bench_layout_pass
-    from strategies.gpu_costs import COSTS_ENV
+    from benchmarks._suites import DEFAULT_COSTS
+    from strategies.gpu_costs import COSTS_ENV, active_table, load
 
     monkeypatch.delenv(COSTS_ENV)
+    before = active_table()
     monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small"])
     bench = bench_layout_pass.LayoutPass()
     cache = bench.setup_cache()
     bench.setup(cache, "synthetic_small", "ilp-time")
     bench.time_layout_pass(cache, "synthetic_small", "ilp-time")
-    assert all(layout_pass.cost_table().device for layout_pass, _ in bench.inputs)
+    assert active_table().name == load(DEFAULT_COSTS).name
     bench.teardown(cache, "synthetic_small", "ilp-time")
-    assert COSTS_ENV not in os.environ
+    assert active_table() is before
 
 
 def test_layout_pass_skips_a_strategy_this_host_cannot_run_with_its_reason(monkeypatch):
     from benchmarks import bench_layout_pass
-    from strategies.gpu_costs import COSTS_ENV
+    from strategies.gpu_costs import COSTS_ENV, active_table
 
     monkeypatch.delenv(COSTS_ENV)
+    before = active_table()
     bench = bench_layout_pass.LayoutPass()
     with pytest.raises(NotImplementedError, match="needs the frobnicator"):
         bench.setup(["synthetic_small"], "synthetic_small", "tests.helpers.user_strategies:NeedsAMissingTool")
-    assert COSTS_ENV not in os.environ  # asv calls no teardown after a skipping setup
+    assert active_table() is before  # asv calls no teardown after a skipping setup
 
 
 def test_the_suites_leave_the_libraries_chatter_out_of_asvs_output():
