@@ -6,8 +6,9 @@ Shapes are taken as ET-VK sees them, along WHCN (width = the last dim, height th
 before, channels, batch); each is given in log2, so a fit compares sizes by ratio. Where the
 representation matters it is spelled out: the packed dim's extent and its padding to a texel
 of four, texel counts, and, for a reduction, a product or a permute, whether the dim it
-works along is the packed one. Operators and representations are categories; everything
-else is a number (0 where it does not apply).
+works along is the packed one; its *work*: multiply-adds where it has them (convolutions,
+products), else the larger of the elements it reads and writes. Operators and
+representations are categories; everything else is a number (0 where it does not apply).
 """
 
 import math
@@ -15,7 +16,7 @@ import math
 CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
 NUMERIC = (
     "int8",
-    "log_output_elements", "log_input_elements", "log_inputs_elements", "log_weight_elements", "log_flops",
+    "log_output_elements", "log_input_elements", "log_inputs_elements", "log_weight_elements", "log_work",
     "log_output_w", "log_output_h", "log_output_c", "log_output_n",
     "log_input_w", "log_input_h", "log_input_c", "log_input_n",
     "log_output_packed_extent", "output_padding", "log_output_texels",
@@ -113,7 +114,7 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     (features["log_input_packed_extent"], features["input_padding"],
      features["log_input_texels"]) = _packing(primary, input_storage, input_packed)
 
-    flops = output_elements
+    work = max(output_elements, sum(math.prod(s) for s in activations))  # elements moved, where no multiply-adds
     reduced = _reduced_dims(operator, args, len(primary))
     if reduced:
         features["reduced_dim"] = float(reduced[0])
@@ -125,16 +126,16 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
         features.update(kernel_h=float(kernel_h), kernel_w=float(kernel_w), stride=float(max(stride)),
                         log_groups=_log(groups), depthwise=float(groups > 1 and in_per_group == 1),
                         log_in_channels=_log(in_per_group * groups), log_out_channels=_log(out_channels))
-        flops = output_elements * in_per_group * kernel_h * kernel_w
+        work = output_elements * in_per_group * kernel_h * kernel_w
     elif operator in _PRODUCTS and primary:
         contracted = primary[-1]
         features.update(log_contracted=_log(contracted), contracts_packed_dim=float(input_packed == 0))
-        flops = output_elements * contracted
+        work = output_elements * contracted
     elif operator.startswith("aten.permute_copy") and len(args) > 1 and isinstance(args[1], list) and primary:
         ndim = len(primary)
         source = args[1][ndim - 1 - output_packed] if 0 <= output_packed < ndim else None
         features["permutes_packed_dim"] = float(source is not None and ndim - 1 - (source % ndim) != input_packed)
     elif operator.startswith("aten.view_copy") and primary:
         features["keeps_last_dim"] = float(bool(output) and output[-1] == primary[-1])
-    features["log_flops"] = _log(flops)
+    features["log_work"] = _log(work)
     return features

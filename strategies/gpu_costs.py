@@ -125,7 +125,7 @@ class PerOperatorModel:
 
 class GradientBoostedModel:
     """A node's time as a *base*, a fixed cost plus a cost per unit of work (its multiply-adds,
-    or elements where it has none) per (operator, input, output), else per operator, times a
+    or elements moved where it has none) per (operator, input, output), else per operator, times a
     correction: gradient-boosted trees (LightGBM) of log2(ms / base) over
     :mod:`strategies.cost_features`. The base carries the size dependence between the sizes
     measured (trees alone would price a size between two measured ones as one of them); the
@@ -144,7 +144,7 @@ class GradientBoostedModel:
         lines = [self.base.get((op, i, o)) or self.base.get((op, ANY, ANY)) or self.base[(ANY, ANY, ANY)]
                  for op, i, o in zip(frame["operator"].astype(str), frame["input_name"], frame["output_name"])]
         fixed, per_unit = np.array(lines, dtype=float).T
-        return fixed + per_unit * np.exp2(frame["log_flops"].to_numpy()) * 1e-6
+        return fixed + per_unit * np.exp2(frame["log_work"].to_numpy()) * 1e-6
 
     @functools.cached_property
     def booster(self):

@@ -180,10 +180,11 @@ def _training_set(frame: pd.DataFrame) -> pd.DataFrame:
 MIN_SIZES = 3  # distinct amounts of work a base line is fitted from; fewer: the operator's line
 
 
-def _line(flops: np.ndarray, ms: np.ndarray) -> tuple[float, float]:
-    """ms = fixed + ns per unit of work, both >= 0, least squares relative to each time."""
-    units = flops * 1e-6
-    (fixed, per_unit), _ = nnls(np.column_stack([np.ones_like(units), units]) / ms[:, None], np.ones_like(ms))
+def _line(work: np.ndarray, ms: np.ndarray) -> tuple[float, float]:
+    """ms = fixed + ns per unit of work, both >= 0, by least squares: the largest nodes set the
+    cost per unit, which is what a larger node than any measured is priced by (the trees
+    correct the small ones, of which there are many)."""
+    (fixed, per_unit), _ = nnls(np.column_stack([np.ones_like(work), work * 1e-6]), ms)
     return float(fixed), float(per_unit)
 
 
@@ -191,14 +192,14 @@ def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
     """Base lines (see :class:`GradientBoostedModel`) per (operator, input, output) measured at
     enough sizes, per operator, and over everything."""
     frame = pd.DataFrame({"operator": training["operator"].to_numpy(), "input": training["input"].to_numpy(),
-                          "output": training["output"].to_numpy(), "flops": np.exp2(features["log_flops"].to_numpy()),
+                          "output": training["output"].to_numpy(), "work": np.exp2(features["log_work"].to_numpy()),
                           "ms": training["ms"].to_numpy()})
-    base = {(ANY, ANY, ANY): _line(frame["flops"].to_numpy(), frame["ms"].to_numpy())}
+    base = {(ANY, ANY, ANY): _line(frame["work"].to_numpy(), frame["ms"].to_numpy())}
     for operator, group in frame.groupby("operator"):
-        base[(operator, ANY, ANY)] = _line(group["flops"].to_numpy(), group["ms"].to_numpy())
+        base[(operator, ANY, ANY)] = _line(group["work"].to_numpy(), group["ms"].to_numpy())
     for (operator, first, second), group in frame.groupby(["operator", "input", "output"]):
-        if group["flops"].nunique() >= MIN_SIZES:
-            base[(operator, first, second)] = _line(group["flops"].to_numpy(), group["ms"].to_numpy())
+        if group["work"].nunique() >= MIN_SIZES:
+            base[(operator, first, second)] = _line(group["work"].to_numpy(), group["ms"].to_numpy())
     return base
 
 
