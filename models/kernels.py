@@ -22,6 +22,7 @@ from layoutkit.errors import UnknownNameError
 from models._registry import ModelSpec, register_family
 
 MAX_TOKENS = 4096
+MAX_SCORES = 1 << 26  # elements of the attention's scores (heads x tokens x tokens): a GPU buffer's limit
 MAX_ELEMENTS = 16 << 20  # a feature map's, so that a seed's program also runs on a CPU driver in seconds
 
 
@@ -56,7 +57,7 @@ class KernelStages(nn.Module):
         y = self.project(nn.functional.gelu(self.expand(y)))
         y = self.norm(y) * torch.sigmoid(y.mean(dim=(2, 3), keepdim=True))
         if self.pool > 1:
-            y = nn.functional.avg_pool2d(y, (self.pool, self.pool))
+            y = nn.functional.avg_pool2d(y, (self.pool, self.pool), (self.pool, self.pool))
         batch, width, height, breadth = y.shape
         tokens = y.flatten(2).transpose(1, 2)
         q, k, v = self.qkv(self.token_norm(tokens)).split(width, dim=-1)
@@ -76,6 +77,8 @@ def kernels_spec(seed: int) -> ModelSpec:
     pool = max(1, math.ceil(side / math.sqrt(tokens)))  # the attention stage's tokens: (side / pool) ** 2
     head_width = rng.choice((16, 32, 64))
     kernel = rng.choice((3, 3, 5))
+    heads = max(1, channels // head_width)
+    pool = max(pool, math.ceil(side / math.isqrt(math.isqrt(MAX_SCORES // heads))))  # scores within MAX_SCORES
     torch.manual_seed(seed)
     module = KernelStages(channels, side, head_width, kernel, pool).eval()
     example = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(seed))

@@ -44,6 +44,7 @@ NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a tab
 # far from any measured operator's, so that nothing rides on it.
 UNSEEN_OPERATOR_ERROR = 1.0
 ANY = "*"  # a per-operator line for every pair of representations
+MEGA_LOG2 = 20  # base lines are anchored at 2**20 units of work
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "bool": 1}
 
 
@@ -135,7 +136,7 @@ class GradientBoostedModel:
 
     def __init__(self, booster_text: str, operators: list[str], base: dict):
         self.booster_text, self.operators = booster_text, operators
-        self.base = base  # (operator, input, output) or (operator, ANY, ANY) -> (fixed ms, ns per unit of work)
+        self.base = base  # (operator, input, output) or (operator, ANY, ANY) -> (ms at 2**20 units of work, exponent)
 
     def base_ms(self, frame) -> "np.ndarray":
         """Each row's base (rows of :func:`strategies.cost_features.node_features`)."""
@@ -143,8 +144,8 @@ class GradientBoostedModel:
 
         lines = [self.base.get((op, i, o)) or self.base.get((op, ANY, ANY)) or self.base[(ANY, ANY, ANY)]
                  for op, i, o in zip(frame["operator"].astype(str), frame["input_name"], frame["output_name"])]
-        fixed, per_unit = np.array(lines, dtype=float).T
-        return fixed + per_unit * np.exp2(frame["log_work"].to_numpy()) * 1e-6
+        ms_per_mega, exponent = np.array(lines, dtype=float).T
+        return ms_per_mega * np.exp2((frame["log_work"].to_numpy() - MEGA_LOG2) * exponent)
 
     @functools.cached_property
     def booster(self):
@@ -182,12 +183,12 @@ class GradientBoostedModel:
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "booster": self.booster_text, "operators": self.operators,
-                "base": [{"operator": op, "input": i, "output": o, "fixed_ms": f, "ns_per_unit": n}
-                         for (op, i, o), (f, n) in sorted(self.base.items())]}
+                "base": [{"operator": op, "input": i, "output": o, "ms_per_mega": c, "exponent": b}
+                         for (op, i, o), (c, b) in sorted(self.base.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "GradientBoostedModel":
-        base = {(e["operator"], e["input"], e["output"]): (float(e["fixed_ms"]), float(e["ns_per_unit"]))
+        base = {(e["operator"], e["input"], e["output"]): (float(e["ms_per_mega"]), float(e["exponent"]))
                 for e in data["base"]}
         return cls(data["booster"], list(data["operators"]), base)
 

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
@@ -34,7 +33,7 @@ from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import STAGING, read_dispatches
 from harness.targets.vulkan.targets import read_node_map
 from strategies.cost_features import FEATURES, TRANSITION, node_features
-from strategies.gpu_costs import ANY, CostTable, GradientBoostedModel, Query
+from strategies.gpu_costs import ANY, MEGA_LOG2, CostTable, GradientBoostedModel, Query
 
 NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
                 "signature", "ms", "processes"]
@@ -180,12 +179,17 @@ def _training_set(frame: pd.DataFrame) -> pd.DataFrame:
 MIN_SIZES = 3  # distinct amounts of work a base line is fitted from; fewer: the operator's line
 
 
+EXPONENTS = (0.2, 1.2)
+
+
 def _line(work: np.ndarray, ms: np.ndarray) -> tuple[float, float]:
-    """ms = fixed + ns per unit of work, both >= 0, by least squares: the largest nodes set the
-    cost per unit, which is what a larger node than any measured is priced by (the trees
-    correct the small ones, of which there are many)."""
-    (fixed, per_unit), _ = nnls(np.column_stack([np.ones_like(work), work * 1e-6]), ms)
-    return float(fixed), float(per_unit)
+    """ms = c * (work / 2**20) ** b, by least squares of log2(ms) (b held within EXPONENTS)."""
+    x, y = np.log2(work) - MEGA_LOG2, np.log2(ms)
+    if np.ptp(x) > 0:
+        b = float(np.clip(np.polyfit(x, y, 1)[0], *EXPONENTS))
+    else:
+        b = 1.0
+    return float(np.exp2(np.mean(y - b * x))), b
 
 
 def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
