@@ -6,7 +6,9 @@ Shapes are taken as ET-VK sees them, along WHCN (width = the last dim, height th
 before, channels, batch); each is given in log2, so a fit compares sizes by ratio. Where the
 representation matters it is spelled out: the packed dim's extent and its padding to a texel
 of four, texel counts, and, for a reduction, a product or a permute, whether the dim it
-works along is the packed one; its *work*: multiply-adds where it has them (convolutions,
+works along is the packed one; its *kernel* (the operator, and for a convolution whether
+it is depthwise, grouped, pointwise or dense, for a product whether it multiplies a vector:
+ET-VK runs each with other shaders); its *work*: multiply-adds where it has them (convolutions,
 products), else the larger of the elements it reads and writes. Operators and
 representations are categories; everything else is a number (0 where it does not apply).
 """
@@ -123,13 +125,19 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
         out_channels, in_per_group, kernel_h, kernel_w = (weights[0] + [1, 1, 1, 1])[:4]
         groups = args[8] if len(args) > 8 and isinstance(args[8], int) else 1
         stride = args[3] if len(args) > 3 and isinstance(args[3], list) else [1]
+        depthwise = groups > 1 and in_per_group == 1
         features.update(kernel_h=float(kernel_h), kernel_w=float(kernel_w), stride=float(max(stride)),
-                        log_groups=_log(groups), depthwise=float(groups > 1 and in_per_group == 1),
+                        log_groups=_log(groups), depthwise=float(depthwise),
                         log_in_channels=_log(in_per_group * groups), log_out_channels=_log(out_channels))
+        kind = ("depthwise" if depthwise else "grouped" if groups > 1
+                else "pointwise" if kernel_h == kernel_w == 1 else "dense")
+        features["operator"] = f"{operator}:{kind}"
         work = output_elements * in_per_group * kernel_h * kernel_w
     elif operator in _PRODUCTS and primary:
         contracted = primary[-1]
         features.update(log_contracted=_log(contracted), contracts_packed_dim=float(input_packed == 0))
+        if output and math.prod(output[:-1]) == 1:
+            features["operator"] = f"{operator}:vector"
         work = output_elements * contracted
     elif operator.startswith("aten.permute_copy") and len(args) > 1 and isinstance(args[1], list) and primary:
         ndim = len(primary)

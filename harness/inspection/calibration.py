@@ -195,7 +195,7 @@ def _line(work: np.ndarray, ms: np.ndarray) -> tuple[float, float]:
 def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
     """Base lines (see :class:`GradientBoostedModel`) per (operator, input, output) measured at
     enough sizes, per operator, and over everything."""
-    frame = pd.DataFrame({"operator": training["operator"].to_numpy(), "input": training["input"].to_numpy(),
+    frame = pd.DataFrame({"operator": features["operator"].astype(str).to_numpy(), "input": training["input"].to_numpy(),
                           "output": training["output"].to_numpy(), "work": np.exp2(features["log_work"].to_numpy()),
                           "ms": training["ms"].to_numpy()})
     base = {(ANY, ANY, ANY): _line(frame["work"].to_numpy(), frame["ms"].to_numpy())}
@@ -211,9 +211,9 @@ def _boost(training: pd.DataFrame) -> GradientBoostedModel:
     import lightgbm
 
     queries = _queries(training)
-    operators = sorted(training["operator"].unique())
     features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition) for q in queries],
                             columns=list(FEATURES))
+    operators = sorted(features["operator"].unique())
     features["operator"] = pd.Categorical(features["operator"], categories=operators)
     model = GradientBoostedModel("", operators, _base(training, features))
     ms = training["ms"].to_numpy()
@@ -267,9 +267,10 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
              if not r.transition}
     table = CostTable(measurements.device, _boost(training), nodes)
     models = sorted(frame["model"].unique())
-    fold = frame["model"].map(_fold_of(models, min(folds, len(models))))
+    folds = min(folds, len(models))
+    fold = frame["model"].map(_fold_of(models, max(folds, 1)))
     errors = []
-    for held_out in sorted(fold.unique()) if len(models) > 1 else []:
+    for held_out in sorted(fold.unique()) if folds > 1 else []:
         kept, left = frame[fold != held_out], frame[fold == held_out]
         model = _boost(_training_set(kept))
         errors.append(_operator_errors(left, model.predict(_queries(left))))
