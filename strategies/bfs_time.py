@@ -28,7 +28,7 @@ class TimeSearch(LocalSearch):
       table rarely asks for but a rougher one does: neighbours that each want another
       packed dim, with the clones between them placed where they are cheapest.
 
-    After the first round, moves start only next to what the previous round changed, so the
+    After the first round, moves start only next to what the round before changed, so the
     result is deterministic and never slower than the start. Prices are asked once per
     (node, representations) and per (source, representations) and kept.
     """

@@ -17,6 +17,7 @@ from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
+from harness.targets.base import MeasureContext
 from strategies.gpu_costs import COSTS_ENV
 from tests.helpers.failing_writes import fail_writes
 
@@ -251,8 +252,9 @@ def test_a_sweep_over_two_targets_takes_the_lock_and_reads_the_records_once(tmp_
             return _real(self, *args, **kwargs)
 
         monkeypatch.setattr(RecordStore, method, counted)
-    monkeypatch.delenv(COSTS_ENV)  # ilp-time skipped on both targets: nothing to measure
-    sweep = run_sweep(["synthetic_small"], ["ilp-time"], ["vulkan", "vulkan-run"], RecordStore(tmp_path))
+    no_table = MeasureContext(results_dir=tmp_path.resolve(), costs=None)  # ilp-time skipped on both targets
+    sweep = run_sweep(["synthetic_small"], ["ilp-time"], ["vulkan", "vulkan-run"], RecordStore(tmp_path),
+                      context=no_table)
     assert [(r["target"], r["status"]) for r in sweep.records] == [("vulkan", "skipped"), ("vulkan-run", "skipped")]
     assert calls == {"writing": 1, "read": 1}
 

@@ -198,7 +198,7 @@ def test_a_runner_on_path_or_in_the_cache_needs_no_flag(monkeypatch, tmp_path, s
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
     assert runners.find_runtime(None) is None
-    runners.cached_runner().parent.mkdir(parents=True)
+    runners.cached_runner().parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(stand_in_runner, runners.cached_runner())
     assert runners.find_runtime(None).path == runners.cached_runner()
 

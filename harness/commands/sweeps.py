@@ -1,6 +1,7 @@
 """The commands that sweep or judge a sweep: run, compare, gate and calibrate."""
 
 import sys
+import time
 from pathlib import Path
 
 from harness.commands import PROGRAM
@@ -150,11 +151,16 @@ def _validate(args, measurements) -> int:
     from harness.results.table import format_number
 
     out = Path(args.out)
-    programs, tables = calibration.leave_one_model_out(measurements)
-    for model, table in tables.items():
+    started = time.monotonic()
+
+    def write(model, table, done, total):
         path = out / "held-out" / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(table.to_bytes())
+        print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: {path}",
+              file=sys.stderr)
+
+    programs, tables = calibration.leave_one_model_out(measurements, fitted=write)
     programs.to_csv(out / "validation.csv", index=False)
     summary = calibration.validation_summary(programs)
     print(summary.to_string(index=False, float_format=format_number))

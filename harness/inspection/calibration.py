@@ -297,12 +297,16 @@ def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataF
     }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
 
 
-def leave_one_model_out(measurements: Measurements, models: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+def leave_one_model_out(measurements: Measurements, models: list[str] | None = None,
+                        fitted=lambda model, table, done, total: None) -> tuple[pd.DataFrame, dict]:
     """Per program of each model: its time predicted by a table fitted without that model, and
-    what it measured; and the tables (model -> CostTable), each with its own expected errors."""
+    what it measured; and the tables (model -> CostTable), each with its own expected errors,
+    each handed to ``fitted`` as it is made (a fit takes seconds to minutes)."""
     results, tables = [], {}
-    for model in models or sorted(measurements.programs["model"].unique()):
+    models = models or sorted(measurements.programs["model"].unique())
+    for done, model in enumerate(models, 1):
         table = tables[model] = fit(measurements.without(model))
+        fitted(model, table, done, len(models))
         own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
                            measurements.programs[measurements.programs["model"] == model])
         results.append(predicted_programs(own, table).assign(table=table.name))
