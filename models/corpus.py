@@ -3,7 +3,10 @@ against one left out at a time (``layoutbench calibrate --validate``).
 
 Families: the quick zoo; convolutional and mobile networks; ViTs and hybrids (``.unfused``
 where that makes one partition, several partitions where the model has them); EdgeTAM's
-parts; int8 variants that ET-VK runs; a synthetic model of three partitions.
+parts; int8 variants that ET-VK runs; a synthetic model of three partitions; and seeded
+``kernels:<seed>`` models, which sample the shapes the real ones leave out. Every one runs on
+ET-VK 1.5.1: fastvit_t8, levit_128s, repvit_m1, timm:coat_lite_tiny and timm:efficientvit_b0
+lower but do not (docs/gpu-time.md says why).
 """
 
 from models._registry import add_to_zoo
@@ -13,14 +16,16 @@ CALIBRATION_CORPUS = (
     "resnet18", "mobilenetv3_small_100", "deit_tiny_patch16_224.unfused", "mobilevit_xs.unfused",
     "edgetam_memory_attention", "synthetic_small",
     # convolutional and mobile networks
-    "efficientnet_b0", "convnext_atto", "repvit_m1", "timm:mobilenetv2_100", "timm:ghostnet_100",
-    "timm:regnetx_002", "timm:hgnetv2_b0", "timm:lcnet_100",
+    "efficientnet_b0", "convnext_atto", "timm:mobilenetv2_100", "timm:ghostnet_100", "timm:regnetx_002",
+    "timm:hgnetv2_b0", "timm:lcnet_100", "timm:resnet34",
     # ViTs and hybrids
-    "vit_small_patch16_224.unfused", "tiny_vit_5m_224.unfused", "levit_128s", "efficientformer_l1", "fastvit_t8",
-    "timm:mobilevitv2_050", "timm:coat_lite_tiny", "timm:efficientvit_b0",
+    "vit_small_patch16_224.unfused", "tiny_vit_5m_224.unfused", "efficientformer_l1", "timm:mobilevitv2_050",
+    "timm:mobilevitv2_075",
     # EdgeTAM's image encoder, int8 programs, several partitions
     "edgetam_image_encoder", "resnet18.int8", "mobilenetv3_small_100.int8", "mobilevit_xs.unfused.int8",
     "synthetic_partitioned",
+    # shapes sampled over a wide range
+    *(f"kernels:{seed}" for seed in range(16)),
 )
 
 add_to_zoo("calibration", *CALIBRATION_CORPUS)

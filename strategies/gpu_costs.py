@@ -125,9 +125,9 @@ class PerOperatorModel:
 
 
 class GradientBoostedModel:
-    """A node's time as a *base*, a fixed cost plus a cost per unit of work (its multiply-adds,
-    or elements moved where it has none) per (operator, input, output), else per operator, times a
-    correction: gradient-boosted trees (LightGBM) of log2(ms / base) over
+    """A node's time as a *base*, a power law of its work (its multiply-adds, or elements moved
+    where it has none: ms = c * (work / 2**20) ** b) per (operator, input, output) measured at
+    enough sizes, else per operator, else over all, times a correction: gradient-boosted trees (LightGBM) of log2(ms / base) over
     :mod:`strategies.cost_features`. The base carries the size dependence between the sizes
     measured (trees alone would price a size between two measured ones as one of them); the
     trees what depends on shapes, packing and arguments."""

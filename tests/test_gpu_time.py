@@ -177,7 +177,9 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
         for pair in (NAMES[0], NAMES[3]):
             price = table.price([_query("new", shape=shape, pair=pair)])[0]
             assert not price.measured
-            assert price.ms == pytest.approx(_relu_ms(shape, pair), rel=0.15), (shape, pair)
+            # within 15 %, or a microsecond on the smallest, where a dispatch's fixed cost rules
+            # and a power-law base is coarsest
+            assert price.ms == pytest.approx(_relu_ms(shape, pair), rel=0.15, abs=0.001), (shape, pair)
     predicted, tables = calibration.leave_one_model_out(measurements)
     assert set(tables) == set(measurements.programs["model"])
     assert all(not set(table.nodes) & {("m0", f"relu{i}", NAMES[0], NAMES[0]) for i in range(40)}

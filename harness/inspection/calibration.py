@@ -1,15 +1,16 @@
 """A device's cost table from its runs, and how well it predicts models it never saw.
 
-:func:`measured_nodes` reads what a device's runs measured: one row per node of every program
-(operators and transitions; ET-VK's copies of inputs and outputs aside) with its signature,
-the representations it read and wrote, and its GPU time, the median over the program's
-runtime processes of each one's median over its inferences. :func:`write_nodes` keeps them
-as one file (the calibration's kept runs: JSON Lines, gzipped), which :func:`read_nodes`
-reads back; everything below starts from that frame.
+:func:`measured` reads what a device's runs measured (:class:`Measurements`): one row per node
+of every program (operators and transitions; ET-VK's copies of inputs and outputs aside) with
+its signature, the representations it read and wrote, and its GPU time, the median over the
+program's runtime processes of each one's median over its inferences.
+:func:`write_measurements` keeps them as one file (the calibration's kept runs: JSON Lines,
+gzipped), which :func:`read_measurements` reads back; everything below starts from them.
 
 :func:`fit` makes the table (:class:`strategies.gpu_costs.CostTable`): the measured prices of
-every (node, input, output) and gradient-boosted trees (LightGBM) of log2(ms) over
-:mod:`strategies.cost_features`, weighted so a node counts by its time, and the relative
+every (node, input, output), power-law bases of each operator's time in its work, and
+gradient-boosted trees (LightGBM) of log2(ms / base) over :mod:`strategies.cost_features`,
+weighted so a node counts by its time (:class:`strategies.gpu_costs.GradientBoostedModel`), and the relative
 error the fit is expected to make per operator on a model it never saw: the trees refitted
 with a few models left out at a time, each left-out model's time of each operator predicted
 and compared with what it measured (the median of those errors over models).
