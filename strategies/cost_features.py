@@ -26,6 +26,7 @@ NUMERIC = (
     "reduced_dim", "reduces_packed_dim",
     "kernel_h", "kernel_w", "stride", "log_groups", "depthwise", "log_in_channels", "log_out_channels",
     "log_contracted", "contracts_packed_dim", "permutes_packed_dim", "keeps_last_dim", "activations",
+    "log_serial",
 )
 FEATURES = CATEGORICAL + NUMERIC
 TRANSITION = "transition"  # the operator name a layout transition (the pass's clone) is priced under
@@ -36,7 +37,8 @@ _PACKED = {"WIDTH_PACKED": 0, "HEIGHT_PACKED": 1, "CHANNELS_PACKED": 2, "PACKED_
 _STORAGE = {"BUFFER": 0, "TEXTURE_3D": 1}
 _CONVOLUTIONS = ("aten.convolution.default", "et_vk.conv_with_clamp.default")
 _PRODUCTS = ("aten.linear.default", "aten.mm.default", "aten.bmm.default", "aten.addmm.default",
-             "aten.matmul.default")
+             "aten.matmul.default", "et_vk.q8ta_linear.default", "et_vk.q8ta_linear_gemv.default")
+_INT8_CONVOLUTION = "et_vk.q8ta_conv2d"  # q8ta_conv2d, _pw and _dw: (x, ..., kernel, stride, padding, dilation, groups, ...)
 
 
 def _log(value: float) -> float:
@@ -68,6 +70,22 @@ def _packing(shape: list[int], storage: int, packed: int) -> tuple[float, float,
         return _log(extent), 1.0, _log(math.prod(whcn))
     padded = -(-extent // 4) * 4
     return _log(extent), padded / extent if extent else 1.0, _log(math.prod(whcn) // extent * padded / 4 if extent else 0)
+
+
+def _convolution(operator: str, args: list, weights: list, primary: list, output: list) -> tuple | None:
+    """(out channels, input channels per group, kernel height, kernel width, groups, stride) of a
+    convolution: ATen's (its weight's shape) or ET-VK's int8 ones (kernel, stride and groups as
+    arguments, the weight packed)."""
+    if operator in _CONVOLUTIONS and weights:
+        out_channels, in_per_group, kernel_h, kernel_w = (weights[0] + [1, 1, 1, 1])[:4]
+        groups = args[8] if len(args) > 8 and isinstance(args[8], int) else 1
+        stride = args[3] if len(args) > 3 and isinstance(args[3], list) else [1]
+        return out_channels, in_per_group, kernel_h, kernel_w, groups, stride
+    if operator.startswith(_INT8_CONVOLUTION) and len(args) > 13 and len(primary) >= 3 and len(output) >= 3:
+        kernel, stride, groups = args[9], args[10], args[13]
+        if isinstance(kernel, list) and len(kernel) == 2 and isinstance(groups, int) and groups > 0:
+            return output[-3], primary[-3] // groups, kernel[0], kernel[1], groups, stride
+    return None
 
 
 def _reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
@@ -121,10 +139,13 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     if reduced:
         features["reduced_dim"] = float(reduced[0])
         features["reduces_packed_dim"] = float(input_packed in reduced)
-    if operator in _CONVOLUTIONS and weights:
-        out_channels, in_per_group, kernel_h, kernel_w = (weights[0] + [1, 1, 1, 1])[:4]
-        groups = args[8] if len(args) > 8 and isinstance(args[8], int) else 1
-        stride = args[3] if len(args) > 3 and isinstance(args[3], list) else [1]
+        whcn = _whcn(primary)
+        groups = args[6] if operator.startswith("aten.native_group_norm") and len(args) > 6 else 1
+        serial = math.prod(whcn[d] for d in reduced if d < 4) // max(groups, 1) if isinstance(groups, int) else 0
+        features["log_serial"] = _log(serial)
+    convolution = _convolution(operator, args, weights, primary, output)
+    if convolution:
+        out_channels, in_per_group, kernel_h, kernel_w, groups, stride = convolution
         depthwise = groups > 1 and in_per_group == 1
         features.update(kernel_h=float(kernel_h), kernel_w=float(kernel_w), stride=float(max(stride)),
                         log_groups=_log(groups), depthwise=float(depthwise),
@@ -133,12 +154,14 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
                 else "pointwise" if kernel_h == kernel_w == 1 else "dense")
         features["operator"] = f"{operator}:{kind}"
         work = output_elements * in_per_group * kernel_h * kernel_w
+        features["log_serial"] = _log(in_per_group * kernel_h * kernel_w)
     elif operator in _PRODUCTS and primary:
         contracted = primary[-1]
         features.update(log_contracted=_log(contracted), contracts_packed_dim=float(input_packed == 0))
         if output and math.prod(output[:-1]) == 1:
             features["operator"] = f"{operator}:vector"
         work = output_elements * contracted
+        features["log_serial"] = _log(contracted)
     elif operator.startswith("aten.permute_copy") and len(args) > 1 and isinstance(args[1], list) and primary:
         ndim = len(primary)
         source = args[1][ndim - 1 - output_packed] if 0 <= output_packed < ndim else None

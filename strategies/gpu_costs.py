@@ -136,7 +136,9 @@ class GradientBoostedModel:
 
     def __init__(self, booster_text: str, operators: list[str], base: dict):
         self.booster_text, self.operators = booster_text, operators
-        self.base = base  # (operator, input, output) or (operator, ANY, ANY) -> (ms at 2**20 units of work, exponent)
+        # (operator, input, output) or (operator, ANY, ANY) -> (ms at 2**20 units of work, exponent,
+        # log2 of the outputs computed at once, or None: see :func:`effective_log_work`)
+        self.base = base
 
     def base_ms(self, frame) -> "np.ndarray":
         """Each row's base (rows of :func:`strategies.cost_features.node_features`)."""
@@ -144,8 +146,10 @@ class GradientBoostedModel:
 
         lines = [self.base.get((op, i, o)) or self.base.get((op, ANY, ANY)) or self.base[(ANY, ANY, ANY)]
                  for op, i, o in zip(frame["operator"].astype(str), frame["input_name"], frame["output_name"])]
-        ms_per_mega, exponent = np.array(lines, dtype=float).T
-        return ms_per_mega * np.exp2((frame["log_work"].to_numpy() - MEGA_LOG2) * exponent)
+        log_work = [effective_log_work(row, line[2]) for row, line in
+                    zip(frame[["log_work", "log_serial", "log_output_elements"]].itertuples(index=False), lines)]
+        ms_per_mega, exponent = np.array([line[:2] for line in lines], dtype=float).T
+        return ms_per_mega * np.exp2((np.array(log_work) - MEGA_LOG2) * exponent)
 
     @functools.cached_property
     def booster(self):
@@ -183,14 +187,25 @@ class GradientBoostedModel:
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "booster": self.booster_text, "operators": self.operators,
-                "base": [{"operator": op, "input": i, "output": o, "ms_per_mega": c, "exponent": b}
-                         for (op, i, o), (c, b) in sorted(self.base.items())]}
+                "base": [{"operator": op, "input": i, "output": o, "ms_per_mega": c, "exponent": b, "log_parallel": p}
+                         for (op, i, o), (c, b, p) in sorted(self.base.items())]}
 
     @classmethod
     def from_json(cls, data: dict) -> "GradientBoostedModel":
-        base = {(e["operator"], e["input"], e["output"]): (float(e["ms_per_mega"]), float(e["exponent"]))
+        base = {(e["operator"], e["input"], e["output"]): (float(e["ms_per_mega"]), float(e["exponent"]),
+                                                           e["log_parallel"])
                 for e in data["base"]}
         return cls(data["booster"], list(data["operators"]), base)
+
+
+def effective_log_work(features, log_parallel: float | None) -> float:
+    """log2 of a node's work as its dispatch sees it: a convolution or product computes each output
+    from ``serial`` multiply-adds in a row (``log_serial``), and runs at least ``2**log_parallel``
+    outputs' worth of time, however few it has (a squeeze-excitation's 1x1 convolution of 1152
+    channels takes as long as its loop over them, not as its 55 k multiply-adds); None: its work."""
+    if log_parallel is None or not features.log_serial:
+        return features.log_work
+    return features.log_serial + max(features.log_output_elements, log_parallel)
 
 
 MODEL_KINDS = {model.kind: model for model in (PerOperatorModel, GradientBoostedModel)}

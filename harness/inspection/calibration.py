@@ -34,7 +34,7 @@ from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import STAGING, read_dispatches
 from harness.targets.vulkan.targets import read_node_map
 from strategies.cost_features import FEATURES, TRANSITION, node_features
-from strategies.gpu_costs import ANY, MEGA_LOG2, CostTable, GradientBoostedModel, Query
+from strategies.gpu_costs import ANY, MEGA_LOG2, CostTable, GradientBoostedModel, Query, effective_log_work
 
 NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
                 "signature", "ms", "processes"]
@@ -183,28 +183,44 @@ MIN_SIZES = 3  # distinct amounts of work a base line is fitted from; fewer: the
 EXPONENTS = (0.2, 1.2)
 
 
-def _line(work: np.ndarray, ms: np.ndarray) -> tuple[float, float]:
-    """ms = c * (work / 2**20) ** b, by least squares of log2(ms) (b held within EXPONENTS)."""
-    x, y = np.log2(work) - MEGA_LOG2, np.log2(ms)
-    if np.ptp(x) > 0:
-        b = float(np.clip(np.polyfit(x, y, 1)[0], *EXPONENTS))
-    else:
-        b = 1.0
-    return float(np.exp2(np.mean(y - b * x))), b
+def _line(log_work: np.ndarray, ms: np.ndarray) -> tuple[float, float, float]:
+    """ms = c * (work / 2**20) ** b, by least squares of log2(ms) (b held within EXPONENTS): c, b
+    and the sum of squared residuals."""
+    x, y = log_work - MEGA_LOG2, np.log2(ms)
+    b = float(np.clip(np.polyfit(x, y, 1)[0], *EXPONENTS)) if np.ptp(x) > 0 else 1.0
+    residuals = y - b * x
+    return float(np.exp2(np.mean(residuals))), b, float(np.var(residuals) * len(residuals))
+
+
+PARALLEL_LOG2 = (None, *range(0, 25, 2))  # outputs a dispatch computes at once, tried per base line
+
+
+def _base_line(group: pd.DataFrame) -> tuple[float, float, float | None]:
+    """The base line of one group of nodes (see :func:`strategies.gpu_costs.effective_log_work`):
+    of the parallel widths tried, the one whose line fits the group's times best."""
+    best = None
+    for log_parallel in PARALLEL_LOG2 if group["log_serial"].any() else (None,):
+        log_work = np.array([effective_log_work(row, log_parallel) for row in group.itertuples(index=False)])
+        c, b, misfit = _line(log_work, group["ms"].to_numpy())
+        if best is None or misfit < best[0] - 1e-9:
+            best = (misfit, (c, b, log_parallel))
+    return best[1]
 
 
 def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
     """Base lines (see :class:`GradientBoostedModel`) per (operator, input, output) measured at
     enough sizes, per operator, and over everything."""
     frame = pd.DataFrame({"operator": features["operator"].astype(str).to_numpy(), "input": training["input"].to_numpy(),
-                          "output": training["output"].to_numpy(), "work": np.exp2(features["log_work"].to_numpy()),
+                          "output": training["output"].to_numpy(), "log_work": features["log_work"].to_numpy(),
+                          "log_serial": features["log_serial"].to_numpy(),
+                          "log_output_elements": features["log_output_elements"].to_numpy(),
                           "ms": training["ms"].to_numpy()})
-    base = {(ANY, ANY, ANY): _line(frame["work"].to_numpy(), frame["ms"].to_numpy())}
+    base = {(ANY, ANY, ANY): _base_line(frame.assign(log_serial=0.0))}
     for operator, group in frame.groupby("operator"):
-        base[(operator, ANY, ANY)] = _line(group["work"].to_numpy(), group["ms"].to_numpy())
+        base[(operator, ANY, ANY)] = _base_line(group)
     for (operator, first, second), group in frame.groupby(["operator", "input", "output"]):
-        if group["work"].nunique() >= MIN_SIZES:
-            base[(operator, first, second)] = _line(group["work"].to_numpy(), group["ms"].to_numpy())
+        if group["log_work"].nunique() >= MIN_SIZES:
+            base[(operator, first, second)] = _base_line(group)
     return base
 
 
