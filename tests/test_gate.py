@@ -173,3 +173,22 @@ def test_default_thresholds_gate_latency_only_where_the_runtime_s_events_timed_i
     assert latency["verdict"].to_dict() == {"slower": "worse", "steady": "ok", "mixed": "missing"}
     assert latency.loc["mixed", "note"] == ("latency_ms_median 5.26 in the baseline, latency_source 'wall-clock' "
                                             "(not 'etdump') in the candidate: cannot compare")
+
+
+def test_a_gate_on_a_mostly_fitted_prediction_says_so(tmp_path, capsys):
+    """A predicted time mostly priced by the fit, not from nodes measured on the model, is
+    gated all the same, and the verdict says how far to trust it."""
+    def predicted(model, ms, share):
+        return make_record(model, "s", "vulkan", "ok", predicted_gpu_ms=ms, predicted_measured_share=share,
+                           predicted_error_expected=0.08)
+
+    baseline = _write(tmp_path / "b", predicted("fitted", 4.0, 0.1), predicted("measured", 4.0, 0.9))
+    candidate = _write(tmp_path / "c", predicted("fitted", 4.2, 0.1), predicted("measured", 4.2, 0.9))
+    rows = judge(baseline, candidate, parse_thresholds("predicted_gpu_ms=1%")).set_index("model")
+    assert rows["verdict"].to_dict() == {"fitted": "worse", "measured": "worse"}
+    assert rows.loc["fitted", "note"] == "mostly fitted: 10 % measured on this model, expected error 8.0 %"
+    assert not isinstance(rows.loc["measured", "note"], str)
+    assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate),
+                     "--threshold", "predicted_gpu_ms=1%"]) == 1
+    err = capsys.readouterr().err
+    assert "fitted / s / vulkan: predicted_gpu_ms 4 -> 4.2 (threshold 1%); mostly fitted: 10 % measured" in err

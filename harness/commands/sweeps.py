@@ -23,7 +23,8 @@ def gate(args) -> int:
         print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
     for row in failing.itertuples():
         what = row.note if row.verdict == "missing" else (
-            f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})")
+            f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})"
+            + (f"; {row.note}" if isinstance(row.note, str) else ""))
         print(f"{PROGRAM}: worse: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
     verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
     print(f"{PROGRAM}: {verdict} ({args.candidate} vs {args.baseline})", file=sys.stderr)

@@ -104,6 +104,20 @@ def _why_not_gated(record: pd.Series, metric: str) -> str:
     return f"{condition[0]} {record.get(condition[0])!r} (not {condition[1]!r})"
 
 
+MOSTLY_FITTED = 0.5  # below this share measured on the model itself, a predicted time is mostly the fit's
+
+
+def _trust(record: pd.Series, metric: str) -> str | None:
+    """For a predicted time that is mostly fitted (not measured on this model), how far to trust it."""
+    if metric != "predicted_gpu_ms":
+        return None
+    share, error = record.get("predicted_measured_share"), record.get("predicted_error_expected")
+    if share is None or pd.isna(share) or share >= MOSTLY_FITTED:
+        return None
+    expected = f", expected error {100 * error:.1f} %" if error is not None and not pd.isna(error) else ""
+    return f"mostly fitted: {100 * share:.0f} % measured on this model{expected}"
+
+
 def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold]) -> pd.DataFrame:
     """One row per (model, strategy, target, metric) gated, with the verdict.
 
@@ -136,7 +150,7 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
             rows.append({
                 **identity, "metric": threshold.metric, "baseline": before, "candidate": after,
                 "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
-                "threshold": str(threshold), "verdict": verdict,
+                "threshold": str(threshold), "verdict": verdict, "note": _trust(cand, threshold.metric),
             })
     for key in candidate.index.difference(baseline.index[baseline["status"] == "ok"]):
         if candidate.loc[key, "status"] == "ok":
