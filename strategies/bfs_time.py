@@ -8,12 +8,15 @@ from strategies.bfs_refined import BfsRefined, LocalSearch
 from strategies.gpu_costs import CostTable, required_table
 from strategies.layout_problem import LayoutProblem
 from strategies.representations import packed_dim_info
+from strategies.time_objective import TimeObjective
 
 
 class TimeSearch(LocalSearch):
     """:class:`LocalSearch` with the predicted time of the assignment as its cost: each
     operator node's time in the representations it reads (its primary argument) and writes
-    (its first output), plus each clone's time, priced by the problem's own methods.
+    (its first output), plus each clone's time, with what the table is unsure of charged as
+    ilp-time charges it (:class:`strategies.time_objective.TimeObjective`, the start as the
+    reference): a node leaves the start's representations only for a saving the table is sure of.
 
     Moves, each taken only when it lowers the time:
 
@@ -40,6 +43,9 @@ class TimeSearch(LocalSearch):
     def __init__(self, problem: LayoutProblem, table: CostTable, tensor_reprs: dict, use_reprs: list):
         super().__init__(problem, tensor_reprs, use_reprs)
         self.table = table
+        # Prices with what the table is unsure of charged, as ilp-time's: a move away from the
+        # start pays the expected error of its fitted prices, a transition its own.
+        self.objective = TimeObjective(problem, table, (tensor_reprs, use_reprs))
         # Per operator, the members whose representations price it: its primary use (None
         # where it reads no tensor) and its first output; per member, the operators it prices.
         self.pairs = {op: (None if info.primary_use is None else ("use", info.primary_use),
@@ -59,14 +65,14 @@ class TimeSearch(LocalSearch):
         key = (op, None if primary is None else reprs[primary], reprs[output])
         price = self._node_prices.get(key)
         if price is None:
-            price = self._node_prices[key] = self.problem.node_ms(self.table, *key) or 0.0
+            price = self._node_prices[key] = self.objective.node_cost(*key) or 0.0
         return price
 
     def _transition_price(self, source, own, target) -> float:
         key = (source, own, target)
         price = self._transition_prices.get(key)
         if price is None:
-            price = self._transition_prices[key] = self.problem.transition_ms(self.table, *key) or 0.0
+            price = self._transition_prices[key] = self.objective.transition_cost(*key) or 0.0
         return price
 
     def _source_cost(self, source) -> float:
@@ -191,8 +197,9 @@ class TimeSearch(LocalSearch):
 @register_strategy("bfs-time")
 class BfsTime(BfsRefined):
     """``bfs-refined``, then :class:`TimeSearch` from its assignment on predicted time under
-    the cost table in force (``$LAYOUTBENCH_COSTS``, set by ``--costs``). A move is taken only
-    when it lowers that time, so the result is never predicted slower than ``bfs-refined``'s;
+    the cost table in force (``--costs``). A move is taken only when it lowers that time (plus
+    what the table is unsure of), and the result only where its predicted time is not above
+    ``bfs-refined``'s;
     the search runs even where the pass inserted no clone, since a node's representation
     alone can cost time. Without a table its records are skipped, saying how to get one."""
 
@@ -205,6 +212,11 @@ class BfsTime(BfsRefined):
         return False
 
     def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
-        search = TimeSearch(problem, required_table(), *super().refine(problem, tensor_reprs, use_reprs))
+        start = super().refine(problem, tensor_reprs, use_reprs)
+        search = TimeSearch(problem, required_table(), *start)
         search.run()
-        return search.tensor_reprs(), search.use_reprs()
+        found = search.tensor_reprs(), search.use_reprs()
+        # The search lowers time plus what the table is unsure of; its result is kept only where
+        # its time alone is not above the start's either.
+        plain = TimeObjective(problem, required_table())
+        return found if plain.cost(*found) <= plain.cost(*start) else start
