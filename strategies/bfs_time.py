@@ -40,12 +40,14 @@ class TimeSearch(LocalSearch):
     preference_patience = 8
     repairs = 3  # single moves after a kick
 
-    def __init__(self, problem: LayoutProblem, table: CostTable, tensor_reprs: dict, use_reprs: list):
+    def __init__(self, problem: LayoutProblem, table: CostTable, tensor_reprs: dict, use_reprs: list,
+                 reference: tuple[dict, list] | None = None):
         super().__init__(problem, tensor_reprs, use_reprs)
         self.table = table
-        # Prices with what the table is unsure of charged, as ilp-time's: a move away from the
-        # start pays the expected error of its fitted prices, a transition its own.
-        self.objective = TimeObjective(problem, table, (tensor_reprs, use_reprs))
+        # Prices with what the table is unsure of charged, as ilp-time's: a node away from the
+        # reference (default: the start) pays the expected error of its fitted prices, a
+        # transition its own.
+        self.objective = TimeObjective(problem, table, reference or (tensor_reprs, use_reprs))
         # Per operator, the members whose representations price it: its primary use (None
         # where it reads no tensor) and its first output; per member, the operators it prices.
         self.pairs = {op: (None if info.primary_use is None else ("use", info.primary_use),
@@ -213,7 +215,8 @@ class BfsTime(BfsRefined):
 
     def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
         start = super().refine(problem, tensor_reprs, use_reprs)
-        search = TimeSearch(problem, required_table(), *start)
+        # Uncertainty is charged against ExecuTorch's own choices, as ilp-time charges it.
+        search = TimeSearch(problem, required_table(), *start, reference=(tensor_reprs, use_reprs))
         search.run()
         found = search.tensor_reprs(), search.use_reprs()
         # The search lowers time plus what the table is unsure of; its result is kept only where
