@@ -15,8 +15,9 @@ class TimeSearch(LocalSearch):
     """:class:`LocalSearch` with the predicted time of the assignment as its cost: each
     operator node's time in the representations it reads (its primary argument) and writes
     (its first output), plus each clone's time, with what the table is unsure of charged as
-    ilp-time charges it (:class:`strategies.time_objective.TimeObjective`, the start as the
-    reference): a node leaves the start's representations only for a saving the table is sure of.
+    ilp-time charges it (:class:`strategies.time_objective.TimeObjective`, against a reference
+    assignment, by default the start): a node leaves the reference's representations only for
+    a saving the table is sure of.
 
     Moves, each taken only when it lowers the time:
 
@@ -32,7 +33,7 @@ class TimeSearch(LocalSearch):
       packed dim, with the clones between them placed where they are cheapest.
 
     After the first round, moves start only next to what the round before changed, so the
-    result is deterministic and never slower than the start. Prices are asked once per
+    result is deterministic and never costs more than the start. Prices are asked once per
     (node, representations) and per (source, representations) and kept.
     """
 
@@ -43,7 +44,6 @@ class TimeSearch(LocalSearch):
     def __init__(self, problem: LayoutProblem, table: CostTable, tensor_reprs: dict, use_reprs: list,
                  reference: tuple[dict, list] | None = None):
         super().__init__(problem, tensor_reprs, use_reprs)
-        self.table = table
         # Prices with what the table is unsure of charged, as ilp-time's: a node away from the
         # reference (default: the start) pays the expected error of its fitted prices, a
         # transition its own.
@@ -214,12 +214,13 @@ class BfsTime(BfsRefined):
         return False
 
     def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
+        table = required_table()
         start = super().refine(problem, tensor_reprs, use_reprs)
         # Uncertainty is charged against ExecuTorch's own choices, as ilp-time charges it.
-        search = TimeSearch(problem, required_table(), *start, reference=(tensor_reprs, use_reprs))
+        search = TimeSearch(problem, table, *start, reference=(tensor_reprs, use_reprs))
         search.run()
         found = search.tensor_reprs(), search.use_reprs()
         # The search lowers time plus what the table is unsure of; its result is kept only where
         # its time alone is not above the start's either.
-        plain = TimeObjective(problem, required_table())
+        plain = TimeObjective(problem, table)
         return found if plain.cost(*found) <= plain.cost(*start) else start

@@ -127,8 +127,8 @@ class PerOperatorModel:
 class GradientBoostedModel:
     """A node's time as a *base*, a power law of its work (its multiply-adds, or elements moved
     where it has none: ms = c * (work / 2**20) ** b) per (operator, input, output) measured at
-    enough sizes, else per operator, else over all, times a correction: gradient-boosted trees (LightGBM) of log2(ms / base) over
-    :mod:`strategies.cost_features`. The base carries the size dependence between the sizes
+    enough sizes, else per operator, else over all, times a correction: gradient-boosted trees
+    (LightGBM) of log2(ms / base) over :mod:`strategies.cost_features`. The base carries the size dependence between the sizes
     measured (trees alone would price a size between two measured ones as one of them); the
     trees what depends on shapes, packing and arguments."""
 
@@ -146,10 +146,11 @@ class GradientBoostedModel:
 
         lines = [self.base.get((op, i, o)) or self.base.get((op, ANY, ANY)) or self.base[(ANY, ANY, ANY)]
                  for op, i, o in zip(frame["operator"].astype(str), frame["input_name"], frame["output_name"])]
-        log_work = [effective_log_work(row, line[2]) for row, line in
-                    zip(frame[["log_work", "log_serial", "log_output_elements"]].itertuples(index=False), lines)]
-        ms_per_mega, exponent = np.array([line[:2] for line in lines], dtype=float).T
-        return ms_per_mega * np.exp2((np.array(log_work) - MEGA_LOG2) * exponent)
+        ms_per_mega, exponent, log_parallel = np.array(
+            [(c, b, np.nan if p is None else p) for c, b, p in lines], dtype=float).reshape(-1, 3).T
+        log_work = effective_log_work(frame["log_work"].to_numpy(), frame["log_serial"].to_numpy(),
+                                      frame["log_output_elements"].to_numpy(), log_parallel)
+        return ms_per_mega * np.exp2((log_work - MEGA_LOG2) * exponent)
 
     @functools.cached_property
     def booster(self):
@@ -198,14 +199,17 @@ class GradientBoostedModel:
         return cls(data["booster"], list(data["operators"]), base)
 
 
-def effective_log_work(features, log_parallel: float | None) -> float:
-    """log2 of a node's work as its dispatch sees it: a convolution or product computes each output
-    from ``serial`` multiply-adds in a row (``log_serial``), and runs at least ``2**log_parallel``
-    outputs' worth of time, however few it has (a squeeze-excitation's 1x1 convolution of 1152
-    channels takes as long as its loop over them, not as its 55 k multiply-adds); None: its work."""
-    if log_parallel is None or not features.log_serial:
-        return features.log_work
-    return features.log_serial + max(features.log_output_elements, log_parallel)
+def effective_log_work(log_work, log_serial, log_output_elements, log_parallel):
+    """log2 of nodes' work as their dispatches see it (arrays, or a scalar ``log_parallel`` for
+    all): a convolution or product computes each output from ``serial`` multiply-adds in a row
+    (``log_serial``), and runs at least ``2**log_parallel`` outputs' worth of time, however few
+    it has (a squeeze-excitation's 1x1 convolution of 1152 channels takes as long as its loop
+    over them, not as its 55 k multiply-adds); where ``log_parallel`` is NaN or the node has no
+    serial loop, its work."""
+    import numpy as np
+
+    bound = log_serial + np.maximum(log_output_elements, log_parallel)
+    return np.where(np.isnan(log_parallel) | (log_serial == 0), log_work, bound)
 
 
 MODEL_KINDS = {model.kind: model for model in (PerOperatorModel, GradientBoostedModel)}

@@ -200,7 +200,9 @@ def _base_line(group: pd.DataFrame) -> tuple[float, float, float | None]:
     of the parallel widths tried, the one whose line fits the group's times best."""
     best = None
     for log_parallel in PARALLEL_LOG2 if group["log_serial"].any() else (None,):
-        log_work = np.array([effective_log_work(row, log_parallel) for row in group.itertuples(index=False)])
+        log_work = effective_log_work(group["log_work"].to_numpy(), group["log_serial"].to_numpy(),
+                                      group["log_output_elements"].to_numpy(),
+                                      np.nan if log_parallel is None else log_parallel)
         c, b, misfit = _line(log_work, group["ms"].to_numpy())
         if best is None or misfit < best[0] - 1e-9:
             best = (misfit, (c, b, log_parallel))
