@@ -170,15 +170,33 @@ class GradientBoostedModel:
         return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
 
     def predict(self, queries: list[Query]):
+        """Each query's fitted time. A node's features are those of its signature and pair, so
+        a query like one priced before (a repeated block's node, the same node in another
+        strategy's problem) is not priced again: the model keeps what it priced."""
         import numpy as np
 
-        if not queries:
-            return np.zeros(0)
         from strategies.cost_features import FEATURES
 
-        frame = self.frame(queries)
-        correction = self.booster.predict(frame[list(FEATURES)], num_threads=1)
-        return self.base_ms(frame) * np.exp2(correction)
+        keys = _feature_keys(queries)
+        new = {key: query for key, query in zip(keys, queries) if key not in self._priced}
+        if new:
+            if len(self._priced) + len(new) > self.kept_prices:
+                self._priced.clear()
+            frame = self.frame(list(new.values()))
+            correction = self.booster.predict(frame[list(FEATURES)], num_threads=1)
+            self._priced.update(zip(new, (self.base_ms(frame) * np.exp2(correction)).tolist()))
+        return np.array([self._priced[key] for key in keys], dtype=float)
+
+    kept_prices = 500_000  # fitted prices a model keeps (about 100 MB); past that it starts over
+
+    @functools.cached_property
+    def _priced(self) -> dict:
+        return {}
+
+    def ready(self) -> None:
+        """Build the booster now (importing LightGBM, parsing its trees: about two seconds once
+        per process), so that no strategy's pass time pays for it."""
+        _ = self.booster
 
     def __getstate__(self):  # a table travels to workers as text; the booster is rebuilt there
         return {"booster_text": self.booster_text, "operators": self.operators, "base": self.base}
@@ -197,6 +215,19 @@ class GradientBoostedModel:
                                                            e["log_parallel"])
                 for e in data["base"]}
         return cls(data["booster"], list(data["operators"]), base)
+
+
+def _feature_keys(queries: list[Query]) -> list[tuple]:
+    """What a query's fitted price depends on, hashable: its signature (serialized once per
+    signature object), pair and kind."""
+    serialized: dict = {}
+    keys = []
+    for query in queries:
+        signature = serialized.get(id(query.signature))
+        if signature is None:
+            signature = serialized[id(query.signature)] = json.dumps(query.signature, sort_keys=True, default=str)
+        keys.append((signature, query.input, query.output, query.transition))
+    return keys
 
 
 def effective_log_work(log_work, log_serial, log_output_elements, log_parallel):
@@ -238,6 +269,13 @@ class CostTable:
             else:
                 prices.append(Price(float(estimate), False, self.errors.get(query.operator, UNSEEN_OPERATOR_ERROR)))
         return prices
+
+    def ready(self) -> "CostTable":
+        """This table, with what pricing needs built: whoever times a strategy calls it first."""
+        ready = getattr(self.model, "ready", None)  # a model with nothing to build has none
+        if ready is not None:
+            ready()
+        return self
 
     def to_json(self) -> dict:
         return {

@@ -129,29 +129,29 @@ class LayoutProblem:
         representation it can have and representation a use can read it in. Kept per table."""
         key = (id(table), table.digest)
         if key not in self._prices:
-            node_keys, queries = [], []
-            for op, info in self.operators.items():
-                inputs = self.uses[info.primary_use].domain if info.primary_use is not None else [None]
-                for a in inputs:
-                    for b in self.tensors[self.op_outputs[op][0]].domain:
-                        node_keys.append((op, a, b))
-                        queries.append(Query(info.signature, pair_name(a) if a else "", pair_name(b), False,
-                                             self.graph, op))
+            node_keys = [(op, a, b) for op, info in self.operators.items()
+                         for a in (self.uses[info.primary_use].domain if info.primary_use is not None else [None])
+                         for b in self.tensors[self.op_outputs[op][0]].domain]
             targets: dict = {}
             for use in self.uses:
                 for source in use.sources:
                     targets.setdefault(source, set()).update(use.domain)
-            transition_keys = []
-            for source, reads in targets.items():
-                tensor = self.tensors[source]
-                moved = transition_signature(tensor.shape, tensor.dtype)
-                for f in tensor.domain:
-                    for r in sorted(reads - {f}):
-                        transition_keys.append((source, f, r))
-                        queries.append(Query(moved, pair_name(f), pair_name(r), True))
-            priced = table.price(queries)
-            self._prices[key] = (dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):])))
+            transition_keys = [(source, f, r) for source, reads in targets.items()
+                               for f in self.tensors[source].domain for r in sorted(reads - {f})]
+            self._prices[key] = self._price(table, node_keys, transition_keys)
         return self._prices[key]
+
+    def _price(self, table: CostTable, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
+        """``table``'s prices of (op, input, output) nodes and (source, from, to) transitions."""
+        queries = [Query(self.operators[op].signature, pair_name(a) if a else "", pair_name(b), False, self.graph, op)
+                   for op, a, b in node_keys]
+        moved: dict = {}  # per source, the signature of its clone
+        for source, f, r in transition_keys:
+            if source not in moved:
+                moved[source] = transition_signature(self.tensors[source].shape, self.tensors[source].dtype)
+            queries.append(Query(moved[source], pair_name(f), pair_name(r), True))
+        priced = table.price(queries)
+        return dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):]))
 
     def node_price(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> Price:
         """An operator node's price when it reads its primary argument as ``input_repr`` and
@@ -175,14 +175,18 @@ class LayoutProblem:
             yield op, primary, tensor_reprs[self.op_outputs[op][0]]
 
     def prediction(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> Prediction:
-        """An assignment's time under ``table``: its operators' and transitions' prices."""
+        """An assignment's time under ``table``: its operators' and transitions' prices (only
+        those, where no strategy has asked this problem for all of them)."""
+        node_keys = list(self.operator_reprs(tensor_reprs, use_reprs))
+        transition_keys = [(source, tensor_reprs[source], target)
+                           for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
+        node_prices, transition_prices = self._prices.get((id(table), table.digest)) or self._price(
+            table, node_keys, transition_keys)
         total = measured = 0.0
         fitted: dict = {}
         by_operator: dict = {}
-        priced = [(self.operators[op].operator, self.node_price(table, op, primary, output))
-                  for op, primary, output in self.operator_reprs(tensor_reprs, use_reprs)]
-        priced += [(TRANSITION, self.transition_price(table, source, tensor_reprs[source], target))
-                   for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
+        priced = [(self.operators[op].operator, node_prices[op, a, b]) for op, a, b in node_keys]
+        priced += [(TRANSITION, transition_prices[k]) for k in transition_keys]
         for operator, price in priced:
             total += price.ms
             by_operator[operator] = by_operator.get(operator, 0.0) + price.ms

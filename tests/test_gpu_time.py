@@ -6,6 +6,7 @@ far to trust it; calibration rounds cover new representations."""
 
 import json
 import math
+import pickle
 import random
 
 import numpy as np
@@ -278,3 +279,43 @@ def test_a_transition_is_priced_by_the_tensor_it_copies():
     small, large = table.price([Query(transition_signature(shape, "float32"), NAMES[0], NAMES[3], True)
                                 for shape in ((1, 4, 4, 4), (1, 64, 64, 64))])
     assert small.ms == pytest.approx(0.005 + 0.1 * 256 * 1e-6) and large.ms > small.ms
+
+
+class _Counting:
+    """A fitted model that counts the queries it is asked to price."""
+
+    def __init__(self, model):
+        self.model, self.asked = model, 0
+
+    def predict(self, queries):
+        self.asked += len(queries)
+        return self.model.predict(queries)
+
+
+def test_a_record_s_prediction_prices_only_what_its_assignment_uses_and_equals_the_full_pricing():
+    lowering = vulkan_lowering(pipeline("synthetic:30:5"))
+    found = metrics.assignments(lowering.lower(strategies.get_strategy("bfs-refined")))
+    counting = _Counting(random_table(operators_of([problem for problem, *_ in found]), 11).model)
+    table = CostTable("synthetic", counting)
+    for problem, *assignment in found:
+        alone = problem.prediction(table, *assignment)
+        assert counting.asked <= len(problem.operators) + len(problem.uses)
+        counting.asked = 0
+        problem.prices(table)  # what a strategy asks: every pair
+        assert counting.asked > len(problem.operators)
+        assert problem.prediction(table, *assignment) == alone
+
+
+def test_a_fitted_model_prices_a_query_like_one_it_priced_before_as_it_did():
+    rng = random.Random(1)
+    rows = [(f"m{m}", f"relu{i}", "aten.relu.default", shape, NAMES[i % 2 * 3], _relu_ms(shape, NAMES[i % 2 * 3]))
+            for m in range(3) for i in range(40)
+            for shape in [(1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64))]]
+    model = calibration.fit(_measurements(rows)).model
+    queries = [_query(f"n{i}", shape=(1, 8 + i % 5, 16, 9), pair=NAMES[i % 2 * 3]) for i in range(30)]
+    together = model.predict(queries)
+    fresh = pickle.loads(pickle.dumps(model))  # a worker's copy: the text of the trees, no prices kept
+    assert not fresh._priced
+    one_by_one = [fresh.predict([query])[0] for query in reversed(queries)][::-1]
+    assert list(together) == one_by_one
+    assert len(fresh._priced) == 10  # five shapes in two pairs

@@ -156,8 +156,10 @@ def run_job(job: Job, send, wait_turn=None) -> None:
     os.environ.update(job.environ)
     target = get_target(job.target)
     model = ModelPipeline(job.model)
-    with output_to_stderr(), gpu_costs.table_in_force(job.context.costs):
+    with output_to_stderr(), gpu_costs.table_in_force(job.context.costs) as costs:
         try:
+            if costs is not None:
+                costs.ready()  # once per worker, not in a strategy's pass time
             target.prepare(job.context)
         except TargetUnavailableError as error:  # this worker's host cannot measure
             for strategy in job.strategies:
