@@ -220,6 +220,16 @@ def test_a_disk_that_fills_up_leaves_no_half_record_and_fails_in_one_line(tmp_pa
     assert lines[0].endswith("\n")
 
 
+def test_a_disk_that_fills_up_as_a_traceback_is_logged_fails_in_one_line(tmp_path, monkeypatch, capsys):
+    fail_writes(monkeypatch, tmp_path / "logs", errno.ENOSPC)
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "tests.helpers.user_strategies:Crashes",
+                     "--out", str(tmp_path), "--workers", "0"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"layoutbench: failed: cannot write a traceback to {tmp_path / 'logs'}")
+    assert err.splitlines()[-1].endswith("No space left on device; free space and run the command again")
+
+
 def _run_ilp_time(out) -> None:
     """``run`` of ilp-time, which skips it before measuring where no cost table is in force."""
     assert cli.main(["run", "--models", "synthetic_small", "--strategies", "ilp-time", "--out", str(out),

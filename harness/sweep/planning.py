@@ -30,6 +30,7 @@ import strategies
 from strategies import gpu_costs
 from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
+from layoutkit.errors import write_error
 from harness.results.provenance import code_digest, identity_fields, provenance
 from harness.results.store import RecordStore, key
 from harness.sweep import job as job_code
@@ -63,8 +64,11 @@ def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | No
 def _write_log(store: RecordStore, record: dict, trace: str) -> str:
     """A traceback in a file under the results directory; its path."""
     path = store.layout.log(record["model"], record["strategy"], record["target"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(trace)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(trace)
+    except OSError as error:  # a full disk: one line, as for the record itself
+        raise write_error(f"a traceback to {path}", error, "--out") from None
     return str(path.resolve())
 
 
