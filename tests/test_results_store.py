@@ -230,6 +230,16 @@ def test_a_disk_that_fills_up_as_a_traceback_is_logged_fails_in_one_line(tmp_pat
     assert err.splitlines()[-1].endswith("No space left on device; free space and run the command again")
 
 
+def test_a_record_failed_by_a_full_disk_is_measured_again(tmp_path, capsys):
+    strategy = "tests.helpers.user_strategies:FindsTheDiskFull"
+    for _ in range(2):
+        cli.main(["run", "--models", "synthetic_small", "--strategies", strategy, "--out", str(tmp_path),
+                  "--workers", "0"])
+    failed = RecordStore(tmp_path).read()
+    assert [r["status"] for r in failed] == ["failed", "failed"]  # the second run did not reuse the first
+    assert "No space left on device" in failed[0]["reason"] and not failed[0]["repeatable"]
+
+
 def _run_ilp_time(out) -> None:
     """``run`` of ilp-time, which skips it before measuring where no cost table is in force."""
     assert cli.main(["run", "--models", "synthetic_small", "--strategies", "ilp-time", "--out", str(out),

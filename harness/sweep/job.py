@@ -10,6 +10,7 @@ worker: the sweep learns from the missing record which measurement it was in.
 """
 
 import contextlib
+import errno
 import gc
 import os
 import traceback
@@ -28,6 +29,8 @@ from harness.results.store import make_record
 from harness.sweep.events import BuildingModel, CommandMistake, Measuring, Recorded
 from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
+
+HOST_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # failures of the host's disk, not of what was measured
 
 
 @dataclass
@@ -140,7 +143,9 @@ def _strategy_record(job: Job, target, model: ModelPipeline, strategy) -> Record
         if isinstance(error, UnavailableError):  # a tool, a runtime or a cost table this host lacks
             return Recorded(record("skipped", str(error)))
         trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
-        return Recorded(record("failed", describe(error), repeatable=target.failures_repeat), trace)
+        # A full disk is the host's, not the model's: measured again once there is space.
+        repeatable = target.failures_repeat and not (isinstance(error, OSError) and error.errno in HOST_ERRNOS)
+        return Recorded(record("failed", describe(error), repeatable=repeatable), trace)
     wrong = wrong_answer(fields)
     if wrong:
         return Recorded(record("failed", wrong, repeatable=target.failures_repeat))

@@ -86,6 +86,15 @@ class Crashes(TagMemoryMetaPass):
         raise RuntimeError("a bug in the user's pass")
 
 
+class FindsTheDiskFull(TagMemoryMetaPass):
+    """Fails as a full disk fails a pass that writes: ``ENOSPC``, the host's doing, not the pass's."""
+
+    def call(self, graph_module):
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 class Aborts(TagMemoryMetaPass):
     """Deliberately fatal: aborts the whole process inside the pass, as a native crash would."""
 
