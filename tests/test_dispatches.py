@@ -33,6 +33,7 @@ from harness.targets.vulkan.dispatches import (
     read_dispatches,
 )
 from harness.results.results_dir import ResultsDir
+from layoutkit.errors import UsageError
 
 DATA = Path(__file__).parent / "data" / "etvk"
 RECORDED = ("bfs-downstream", "all-width-packed")
@@ -264,6 +265,22 @@ IMPORTED_SETTINGS = {"warmup": 1, "iterations": 2, "repeats": 3}  # the kept ETD
 def imported(tmp_path) -> tuple[Path, list[dict]]:
     """The kept ETDumps as if remote_runner.py had run their programs on another machine (the runner
     with the event tracer, one process of 1 + 2 executions each), imported by import-remote."""
+    results, archive = _ran_elsewhere(tmp_path)
+    out = tmp_path / "remote"
+    return out, import_remote(results, archive, out)
+
+
+def test_an_import_whose_local_program_is_gone_says_so_and_imports_nothing(tmp_path):
+    results, archive = _ran_elsewhere(tmp_path)
+    gone = ResultsDir(results).program("synthetic_small", RECORDED[-1])
+    gone.unlink()
+    with pytest.raises(UsageError, match=f"{gone} is missing: import into the results directory"):
+        import_remote(results, archive, tmp_path / "remote")
+    assert not (tmp_path / "remote" / "records.jsonl").exists()
+
+
+def _ran_elsewhere(tmp_path) -> tuple[Path, Path]:
+    """A results directory of the recorded programs and remote_runner.py's archive of their runs."""
     results, archive = tmp_path / "results", tmp_path / "remote.tar"
     store = RecordStore(results)
     runs = {}
@@ -283,8 +300,7 @@ def imported(tmp_path) -> tuple[Path, list[dict]]:
         summary.write_text(json.dumps({"device": "lavapipe", "machine": "elsewhere", "runner_digest": "r",
                                        "settings": IMPORTED_SETTINGS, "programs": runs}))
         tar.add(summary, "remote.json")
-    out = tmp_path / "remote"
-    return out, import_remote(results, archive, out)
+    return results, archive
 
 
 def test_imported_latency_is_the_median_of_the_timed_method_execute_events(imported):

@@ -68,9 +68,14 @@ def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
         for record in local:
             source = ResultsDir(results).program(record["model"], record["strategy"])
             target = ResultsDir(out).program(record["model"], record["strategy"])
+            node_map = ResultsDir.beside(source, "node_map")
+            for needed in (source, node_map):
+                if not needed.is_file():
+                    raise UsageError(f"{needed} is missing: import into the results directory the archive's "
+                                     "programs were packed from, as it was then")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
-            shutil.copyfile(ResultsDir.beside(source, "node_map"), ResultsDir.beside(target, "node_map"))
+            shutil.copyfile(node_map, ResultsDir.beside(target, "node_map"))
         etdumps = [m for m in tar.getmembers() if m.name.endswith(ResultsDir.PROGRAM_SUFFIXES["etdump"])]
         tar.extractall(out, members=etdumps, filter="data")
     store = RecordStore(out)
