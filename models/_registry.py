@@ -36,6 +36,7 @@ UNFUSED_SUFFIX = ".unfused"
 INT8_SUFFIX = ".int8"
 ENTRY_POINT_GROUP = "layoutbench.models"
 SAVED_PROGRAM_SUFFIX = ".pt2"
+WEIGHT_SEED = 0  # see create()
 ZOO_DIR = Path(__file__).resolve().parent
 
 
@@ -290,10 +291,15 @@ def _variant_digest(variants: _Variants, base_digest: str) -> str:
 
 
 def create(name: str) -> ModelSpec:
-    """Build the model registered (or resolvable) as ``name``."""
+    """Build the model registered (or resolvable) as ``name``: random weights are drawn from a
+    generator seeded for the build, so that every build of a model has the same weights (an
+    export cached by one process and a program lowered by another must agree with the eager
+    module a third one builds to check a program's outputs)."""
     variants = _split_variants(name)
     source = _resolve(variants.base)
-    spec = source.build()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(WEIGHT_SEED)
+        spec = source.build()
     spec.source_digest = _variant_digest(variants, spec.source_digest or source.digest())
     if variants.unfused:
         _unfused(spec, variants.base)

@@ -42,6 +42,19 @@ def test_timm_names_and_default_input_size():
     assert models.create("mobilevit_xs").input_shapes == [[1, 3, 256, 256]]
 
 
+def test_every_build_of_a_model_has_the_same_weights_and_leaves_the_generator_alone():
+    """A cached export, a cached lowering and the eager module a run checks outputs against
+    are built by different processes: they must agree."""
+    first = models.create("timm:resnet10t").module.state_dict()
+    torch.manual_seed(1234)
+    after_seeding = torch.rand(1)
+    torch.manual_seed(1234)
+    second = models.create("timm:resnet10t").module.state_dict()
+    assert torch.rand(1) == after_seeding  # the caller's generator is where it was
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
 def test_unfused_variant_switches_fused_attention_off():
     fused = models.create("deit_tiny_patch16_224")
     unfused = models.create("deit_tiny_patch16_224.unfused")
