@@ -220,13 +220,18 @@ def test_a_disk_that_fills_up_leaves_no_half_record_and_fails_in_one_line(tmp_pa
     assert lines[0].endswith("\n")
 
 
-def test_a_disk_that_fills_up_as_a_traceback_is_logged_fails_in_one_line(tmp_path, monkeypatch, capsys):
-    fail_writes(monkeypatch, tmp_path / "logs", errno.ENOSPC)
-    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "tests.helpers.user_strategies:Crashes",
-                     "--out", str(tmp_path), "--workers", "0"])
+@pytest.mark.parametrize("reused", [False, True], ids=["measured", "reused from the record cache"])
+def test_a_disk_that_fills_up_as_a_traceback_is_logged_fails_in_one_line(tmp_path, monkeypatch, capsys, reused):
+    crashes = ["run", "--models", "synthetic_small", "--strategies", "tests.helpers.user_strategies:Crashes",
+               "--workers", "0"]
+    if reused:  # the failure, with its traceback, into the record cache
+        cli.main([*crashes, "--out", str(tmp_path / "first")])
+    out = tmp_path / "second"
+    fail_writes(monkeypatch, out / "logs", errno.ENOSPC)
+    code = cli.main([*crashes, "--out", str(out), *([] if reused else ["--fresh"])])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
-    assert err.splitlines()[-1].startswith(f"layoutbench: failed: cannot write a traceback to {tmp_path / 'logs'}")
+    assert err.splitlines()[-1].startswith(f"layoutbench: failed: cannot write a traceback to {out / 'logs'}")
     assert err.splitlines()[-1].endswith("No space left on device; free space and run the command again")
 
 

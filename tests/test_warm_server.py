@@ -265,18 +265,22 @@ class Probe(TagMemoryMetaPass):
 """
 
 
-def _probe(environment: dict, tmp_path: Path, name: str, ignore: str = "") -> tuple[subprocess.Popen, dict]:
-    """A sweep through the server (its caller ignoring the signals ``ignore`` names, as in
-    ``nohup layoutbench ... &`` from a script), once its strategy's module is imported and
-    waits for ``go``; and what that module saw: the signals ignored, torch's first numbers."""
+def _probe(environment: dict, tmp_path: Path, name: str, ignore: tuple = ()) -> tuple[subprocess.Popen, dict]:
+    """A sweep through the server (its caller ignoring the signals ``ignore`` and no other of
+    SIGHUP and SIGINT, as in ``nohup layoutbench ... &`` from a script, whatever the test
+    runner itself ignores), once its strategy's module is imported and waits for ``go``; and
+    what that module saw: the signals ignored, torch's first numbers."""
     marker = tmp_path / f"{name}.json"
     (tmp_path / f"{name}.py").write_text(PROBE.format(marker=str(marker), go=str(tmp_path / "go")))
     command = [str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", f"{name}.py:Probe",
                "--out", str(tmp_path / name)]
-    if ignore:
-        command = ["sh", "-c", f"trap '' {ignore}; exec \"$0\" \"$@\"", *command]
+
+    def caller_s_signals():
+        for number in (signal.SIGHUP, signal.SIGINT):
+            signal.signal(number, signal.SIG_IGN if number in ignore else signal.SIG_DFL)
+
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
-                               cwd=tmp_path)
+                               cwd=tmp_path, preexec_fn=caller_s_signals)
     deadline = time.monotonic() + 300
     while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -286,7 +290,7 @@ def _probe(environment: dict, tmp_path: Path, name: str, ignore: str = "") -> tu
 
 def test_a_command_ignores_what_its_caller_ignores_and_draws_its_own_random_numbers(environment, tmp_path):
     served = _status(environment)["served"]
-    nohup, seen = _probe(environment, tmp_path, "nohup", ignore="HUP INT")
+    nohup, seen = _probe(environment, tmp_path, "nohup", ignore=(signal.SIGHUP, signal.SIGINT))
     assert seen["ignored"] == ["SIGHUP", "SIGINT"]  # as a new process started by the caller would
     nohup.send_signal(signal.SIGHUP)  # a closed terminal, and a Ctrl-C, that the command survives
     nohup.send_signal(signal.SIGINT)

@@ -63,11 +63,16 @@ def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | No
 
 def _write_log(store: RecordStore, record: dict, trace: str) -> str:
     """A traceback in a file under the results directory; its path."""
-    path = store.layout.log(record["model"], record["strategy"], record["target"])
+    return _write_log_text(store.layout.log(record["model"], record["strategy"], record["target"]), trace)
+
+
+def _write_log_text(path: Path, text: str) -> str:
+    """``text`` (a traceback) into ``path``; its absolute path. A full disk fails in one line,
+    as a record's own write does."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(trace)
-    except OSError as error:  # a full disk: one line, as for the record itself
+        path.write_text(text)
+    except OSError as error:
         raise write_error(f"a traceback to {path}", error, "--out") from None
     return str(path.resolve())
 
@@ -119,10 +124,7 @@ def _with_log(record: dict, store: RecordStore) -> dict:
     """A record reused from the record cache, its log (if any) written into ``store``'s directory."""
     log_text = record.pop("log_text", None)
     if log_text is not None:
-        log = store.layout.logs / Path(record["log"]).name
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(log_text)
-        record["log"] = str(log.resolve())
+        record["log"] = _write_log_text(store.layout.logs / Path(record["log"]).name, log_text)
     return record
 
 
