@@ -50,10 +50,13 @@ class InvalidAssignmentError(MeasurementError):
     """A strategy gave an operator a tensor representation the operator does not accept."""
 
 
+OUT_OF_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # a full disk or quota: the host's, not the command's
+
+
 def write_error(what: str, error: OSError, option: str) -> LayoutbenchError:
     """One line for ``error`` writing ``what``: a full disk or quota fails the command (exit
     1: what was written before it is kept); a path that cannot be written (read-only, a
     directory, under a file) is the command's to change, with ``option`` (exit 2)."""
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+    if error.errno in OUT_OF_SPACE_ERRNOS:
         return OutOfSpaceError(f"cannot write {what}: {error.strerror}; free space and run the command again")
     return UsageError(f"cannot write {what}: {error.strerror or error}; name another with {option}")

@@ -128,11 +128,12 @@ class GradientBoostedModel:
     """A node's time as a *base*, a power law of its work (its multiply-adds, or elements moved
     where it has none: ms = c * (work / 2**20) ** b) per (operator, input, output) measured at
     enough sizes, else per operator, else over all, times a correction: gradient-boosted trees
-    (LightGBM) of log2(ms / base) over :mod:`strategies.cost_features`. The base carries the size dependence between the sizes
-    measured (trees alone would price a size between two measured ones as one of them); the
-    trees what depends on shapes, packing and arguments."""
+    (LightGBM) of log2(ms / base) over :mod:`strategies.cost_features`. The base carries the
+    size dependence between the sizes measured (trees alone would price a size between two
+    measured ones as one of them); the trees what depends on shapes, packing and arguments."""
 
     kind = "lightgbm"
+    kept_prices = 500_000  # fitted prices a model keeps (about 100 MB); past that it starts over
 
     def __init__(self, booster_text: str, operators: list[str], base: dict):
         self.booster_text, self.operators = booster_text, operators
@@ -186,8 +187,6 @@ class GradientBoostedModel:
             correction = self.booster.predict(frame[list(FEATURES)], num_threads=1)
             self._priced.update(zip(new, (self.base_ms(frame) * np.exp2(correction)).tolist()))
         return np.array([self._priced[key] for key in keys], dtype=float)
-
-    kept_prices = 500_000  # fitted prices a model keeps (about 100 MB); past that it starts over
 
     @functools.cached_property
     def _priced(self) -> dict:
@@ -270,12 +269,11 @@ class CostTable:
                 prices.append(Price(float(estimate), False, self.errors.get(query.operator, UNSEEN_OPERATOR_ERROR)))
         return prices
 
-    def ready(self) -> "CostTable":
-        """This table, with what pricing needs built: whoever times a strategy calls it first."""
+    def ready(self) -> None:
+        """Build what pricing needs now: whoever times a strategy calls it first."""
         ready = getattr(self.model, "ready", None)  # a model with nothing to build has none
         if ready is not None:
             ready()
-        return self
 
     def to_json(self) -> dict:
         return {

@@ -100,6 +100,11 @@ class SyncGroup:
     members: list[tuple[str, object]]
 
 
+def _table_key(table: CostTable) -> tuple:
+    """What a problem's prices are kept under: the table object, and its contents."""
+    return id(table), table.digest
+
+
 @dataclass
 class LayoutProblem:
     """Plain data (node names, no graph objects), so it can be pickled and solved anywhere."""
@@ -127,7 +132,7 @@ class LayoutProblem:
         """Every price an assignment can need, asked of ``table`` at once: per operator node and
         (primary input, output) representation pair its domains allow, and per source tensor,
         representation it can have and representation a use can read it in. Kept per table."""
-        key = (id(table), table.digest)
+        key = _table_key(table)
         if key not in self._prices:
             node_keys = [(op, a, b) for op, info in self.operators.items()
                          for a in (self.uses[info.primary_use].domain if info.primary_use is not None else [None])
@@ -180,7 +185,7 @@ class LayoutProblem:
         node_keys = list(self.operator_reprs(tensor_reprs, use_reprs))
         transition_keys = [(source, tensor_reprs[source], target)
                            for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
-        node_prices, transition_prices = self._prices.get((id(table), table.digest)) or self._price(
+        node_prices, transition_prices = self._prices.get(_table_key(table)) or self._price(
             table, node_keys, transition_keys)
         total = measured = 0.0
         fitted: dict = {}

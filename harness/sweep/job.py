@@ -10,7 +10,6 @@ worker: the sweep learns from the missing record which measurement it was in.
 """
 
 import contextlib
-import errno
 import gc
 import os
 import traceback
@@ -29,9 +28,7 @@ from harness.results.store import make_record
 from harness.sweep.events import BuildingModel, CommandMistake, Measuring, Recorded
 from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
-
-HOST_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # failures of the host's disk, not of what was measured
-
+from layoutkit.errors import OUT_OF_SPACE_ERRNOS
 
 @dataclass
 class Job:
@@ -144,7 +141,7 @@ def _strategy_record(job: Job, target, model: ModelPipeline, strategy) -> Record
             return Recorded(record("skipped", str(error)))
         trace = None if isinstance(error, LayoutbenchError) else traceback.format_exc()
         # A full disk is the host's, not the model's: measured again once there is space.
-        repeatable = target.failures_repeat and not (isinstance(error, OSError) and error.errno in HOST_ERRNOS)
+        repeatable = target.failures_repeat and not (isinstance(error, OSError) and error.errno in OUT_OF_SPACE_ERRNOS)
         return Recorded(record("failed", describe(error), repeatable=repeatable), trace)
     wrong = wrong_answer(fields)
     if wrong:
