@@ -23,9 +23,12 @@ CALIBRATION_CORPUS = (
     "timm:mobilevitv2_075",
     # EdgeTAM's image encoder, int8 programs, several partitions
     "edgetam_image_encoder", "resnet18.int8", "mobilenetv3_small_100.int8", "mobilevit_xs.unfused.int8",
+    "timm:resnet10t.int8", "timm:resnet26.int8", "timm:resnet34.int8", "timm:mobilenetv2_100.int8",
+    "timm:efficientnet_b0.int8", "timm:mnasnet_100.int8", "timm:regnetx_002.int8",
     "synthetic_partitioned",
-    # shapes sampled over a wide range
-    *(f"kernels:{seed}" for seed in range(16)),
+    # shapes sampled over a wide range; the last five seeds draw feature maps of 159 to 223
+    # pixels a side, which the first sixteen reach once (kernels:11)
+    *(f"kernels:{seed}" for seed in (*range(16), 17, 27, 36, 44, 59)),
 )
 
 add_to_zoo("calibration", *CALIBRATION_CORPUS)

@@ -9,8 +9,11 @@ of four, texel counts, and, for a reduction, a product or a permute, whether the
 works along is the packed one; its *kernel* (the operator, and for a convolution whether
 it is depthwise, grouped, pointwise or dense, for a product whether it multiplies a vector:
 ET-VK runs each with other shaders); its *work*: multiply-adds where it has them (convolutions,
-products), else the larger of the elements it reads and writes. Operators and
-representations are categories; everything else is a number (0 where it does not apply).
+products), else the larger of the elements it reads and writes; and the bytes of weights its
+graph (its delegate partition) holds: on the H100 the same node, same shapes, same values,
+same pair, ran 5-28 % slower (median 18 %) in an int8 program holding 22 MB of weights than in
+one holding 12 MB (docs/gpu-time.md). Operators and representations are categories;
+everything else is a number (0 where it does not apply).
 """
 
 import math
@@ -26,7 +29,7 @@ NUMERIC = (
     "reduced_dim", "reduces_packed_dim",
     "kernel_h", "kernel_w", "stride", "log_groups", "depthwise", "log_in_channels", "log_out_channels",
     "log_contracted", "contracts_packed_dim", "permutes_packed_dim", "keeps_last_dim", "activations",
-    "log_serial",
+    "log_serial", "log_graph_weight_bytes",
 )
 FEATURES = CATEGORICAL + NUMERIC
 TRANSITION = "transition"  # the operator name a layout transition (the pass's clone) is priced under
@@ -104,9 +107,19 @@ def _reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
     return sorted({ndim - 1 - (d % ndim) for d in dims if isinstance(d, int)}) if ndim else []
 
 
+def weight_bytes(signature: dict) -> int:
+    """Bytes of the weights a node reads: an int8 node's matrices and kernels one byte an element,
+    every other weight (an int8 node's scales, sums and biases included) four."""
+    from strategies.node_signature import constant_shapes
+
+    int8 = signature.get("dtype") in ("int8", "uint8")
+    return sum(math.prod(shape) * (1 if int8 and len(shape) > 1 else 4) for shape in constant_shapes(signature))
+
+
 def node_features(signature: dict, input_name: str | None, output_name: str | None,
-                  transition: bool = False) -> dict:
-    """The features of a node (or, ``transition``, of a layout transition) in those representations."""
+                  transition: bool = False, graph_weight_bytes: int = 0) -> dict:
+    """The features of a node (or, ``transition``, of a layout transition) in those
+    representations, in a graph holding ``graph_weight_bytes`` of weights."""
     from strategies.node_signature import activation_shapes, constant_shapes
 
     operator = TRANSITION if transition else signature["operator"]
@@ -125,6 +138,7 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
         log_output_elements=_log(output_elements), log_input_elements=_log(input_elements),
         log_inputs_elements=_log(sum(math.prod(s) for s in activations)),
         log_weight_elements=_log(sum(math.prod(s) for s in weights)), activations=float(len(activations)),
+        log_graph_weight_bytes=_log(graph_weight_bytes),
     )
     for prefix, shape in (("output", output), ("input", primary)):
         for dim, extent in zip("whcn", _whcn(shape) if shape else [0, 0, 0, 0]):

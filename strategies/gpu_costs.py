@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the command line imports this module without torch
     from strategies.representations import Repr
 
 COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
-FORMAT = "layoutbench-costs-2"
+FORMAT = "layoutbench-costs-3"  # 3: fits price a node by its graph's weights too
 NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
             "`layoutbench calibrate` (docs/cost-table/h100.json is an H100's)")
 # Where the table has no error of its own for an operator (one it never measured): a guess
@@ -58,7 +58,8 @@ def pair_name(representation: "Repr") -> str:
 class Query:
     """What to price: a node's ``signature`` read as ``input`` and written as ``output``
     (a transition: its tensor's clone from ``input`` to ``output``); ``graph`` and ``node``
-    name it for the measured prices (empty for a transition)."""
+    name it for the measured prices (empty for a transition); ``graph_weight_bytes``: the
+    weights of the graph it runs in (:func:`strategies.cost_features.weight_bytes` summed)."""
 
     signature: dict = field(hash=False, compare=False)
     input: str
@@ -66,6 +67,7 @@ class Query:
     transition: bool = False
     graph: str = ""
     node: str = ""
+    graph_weight_bytes: int = 0
 
     @property
     def operator(self) -> str:
@@ -165,7 +167,7 @@ class GradientBoostedModel:
 
         from strategies.cost_features import FEATURES, node_features
 
-        rows = [node_features(q.signature, q.input, q.output, q.transition) for q in queries]
+        rows = [node_features(q.signature, q.input, q.output, q.transition, q.graph_weight_bytes) for q in queries]
         frame = pd.DataFrame(rows, columns=list(FEATURES))
         frame["operator"] = pd.Categorical(frame["operator"], categories=self.operators)
         return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
@@ -218,14 +220,14 @@ class GradientBoostedModel:
 
 def _feature_keys(queries: list[Query]) -> list[tuple]:
     """What a query's fitted price depends on, hashable: its signature (serialized once per
-    signature object), pair and kind."""
+    signature object), pair, kind and graph's weights."""
     serialized: dict = {}
     keys = []
     for query in queries:
         signature = serialized.get(id(query.signature))
         if signature is None:
             signature = serialized[id(query.signature)] = json.dumps(query.signature, sort_keys=True, default=str)
-        keys.append((signature, query.input, query.output, query.transition))
+        keys.append((signature, query.input, query.output, query.transition, query.graph_weight_bytes))
     return keys
 
 
@@ -254,7 +256,7 @@ class CostTable:
     corpus: dict = field(default_factory=dict)  # what it was fitted on: models, programs, runs
     # Per operator, nodes of the corpus measured in several pairs: their signature and those
     # pairs, for asking the table what it prefers (``layoutbench preferences``).
-    probes: dict = field(default_factory=dict)  # operator -> [{"signature", "pairs": [[input, output]]}]
+    probes: dict = field(default_factory=dict)  # operator -> [{"signature", "pairs", "graph_weight_bytes"}]
     digest: str = ""
 
     def price(self, queries: list[Query]) -> list[Price]:
@@ -326,6 +328,10 @@ def parse(body: bytes, name: str = "the table") -> CostTable:
     try:
         data = json.loads(body)
         if data.get("format") != FORMAT:
+            if str(data.get("format", "")).startswith("layoutbench-costs-"):
+                raise UsageError(f"{name} is a cost table of format {data['format']!r}, whose fit this layoutbench "
+                                 f"cannot use ({FORMAT!r}): fit it again from its measured nodes with "
+                                 "`layoutbench calibrate --fit NODES --table FILE`")
             raise ValueError(f"its format is {data.get('format')!r}, not {FORMAT!r}")
         return CostTable.from_json(data, body_digest(body))
     except (ValueError, KeyError, TypeError, AttributeError) as error:

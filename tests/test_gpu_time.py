@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import strategies
+from harness.errors import UsageError
 from harness.inspection import calibration
 from harness.pipeline.model import pipeline
 from harness.results.store import RecordStore
@@ -24,12 +25,13 @@ from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.dispatches import node_map
 from harness.targets.vulkan.prefix import vulkan_lowering
 from strategies.calibration import round_name
-from strategies.cost_features import TRANSITION
+from strategies.cost_features import TRANSITION, weight_bytes
 from strategies.gpu_costs import (
     UNSEEN_OPERATOR_ERROR,
     CostTable,
     PerOperatorModel,
     Query,
+    load,
     pair_name,
     table_in_force,
     transition_signature,
@@ -140,12 +142,14 @@ def test_a_node_measured_on_the_model_is_priced_from_its_measurement():
 
 
 def _measurements(rows: list[tuple], device: str = "gpu") -> calibration.Measurements:
-    """Measurements of made-up programs: rows of (model, node, operator, shape, representation, ms)."""
+    """Measurements of made-up programs: rows of (model, node, operator, shape, representation,
+    ms), and optionally the shapes of the node's weights."""
     nodes = pd.DataFrame([{
         "model": model, "strategy": "s", "run": 0, "partition": 0, "graph": model, "node": node, "operator": operator,
         "transition": False, "input": pair, "output": pair, "ms": ms, "processes": 1,
-        "signature": {"operator": operator, "args": [{"t": list(shape)}], "kwargs": {}, "outputs": [list(shape)],
-                      "dtype": "float32"}} for model, node, operator, shape, pair, ms in rows],
+        "signature": {"operator": operator, "args": [{"t": list(shape)}, *({"w": w} for w in (weights or [[]])[0])],
+                      "kwargs": {}, "outputs": [list(shape)], "dtype": "float32"}}
+        for model, node, operator, shape, pair, ms, *weights in rows],
         columns=calibration.NODE_COLUMNS)
     totals = nodes.groupby("model")["ms"].sum()
     programs = pd.DataFrame([[0, model, "s", None, [float(ms)]] for model, ms in totals.items()],
@@ -186,6 +190,50 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
     assert all(not set(table.nodes) & {("m0", f"relu{i}", NAMES[0], NAMES[0]) for i in range(40)}
                for model, table in tables.items() if model == "m0")
     assert (predicted["error"].abs() < 0.1).all()
+
+
+def test_the_fit_prices_a_node_by_the_weights_its_graph_holds():
+    """Identical nodes measured 30 % slower in the graphs that hold 16 MB of weights than in
+    those that hold 256 KB (as int8 convolutions were on the H100): the fit prices them so,
+    in models it never saw."""
+    rng = random.Random(2)
+    rows = []
+    for model in range(8):
+        heavy = model % 2
+        for index in range(40):
+            shape = (1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64))
+            rows.append((f"m{model}", f"relu{index}", "aten.relu.default", shape, NAMES[3],
+                         _relu_ms(shape, NAMES[3]) * (1.3 if heavy else 1.0)))
+        rows.append((f"m{model}", "linear", "aten.linear.default", (1, 1024), NAMES[3], 0.02,
+                     [[4096 if heavy else 64, 1024]]))
+    light_bytes, heavy_bytes = 64 * 1024 * 4, 4096 * 1024 * 4
+    measurements = _measurements(rows)
+    assert calibration._graph_weight_bytes(measurements.nodes) == {
+        f"m{m}": heavy_bytes if m % 2 else light_bytes for m in range(8)}
+    predicted, tables = calibration.leave_one_model_out(measurements, ["m0", "m1"])
+    assert (predicted["error"].abs() < 0.1).all()
+    shape = (1, 32, 40, 24)
+    light, heavy = (tables["m0"].price([Query(_query("new", shape=shape, pair=NAMES[3]).signature, NAMES[3], NAMES[3],
+                                              graph_weight_bytes=weights)])[0].ms
+                    for weights in (light_bytes, heavy_bytes))
+    assert heavy / light == pytest.approx(1.3, abs=0.1)
+
+
+def test_a_node_s_weights_are_counted_in_the_bytes_it_reads():
+    int8_convolution = {"operator": "et_vk.q8ta_conv2d.default", "args": [{"t": [1, 3, 8, 8]}, 0.1, 3, {"w": [64, 148]},
+                        {"w": [64]}, {"w": [64]}], "kwargs": {}, "outputs": [[1, 64, 4, 4]], "dtype": "int8"}
+    linear = {"operator": "aten.linear.default", "args": [{"t": [1, 16]}, {"w": [8, 16]}, {"w": [8]}], "kwargs": {},
+              "outputs": [[1, 8]], "dtype": "float32"}
+    assert weight_bytes(int8_convolution) == 64 * 148 + 2 * 64 * 4  # int8 kernel, float scales and biases
+    assert weight_bytes(linear) == (8 * 16 + 8) * 4
+
+
+def test_a_table_of_an_older_fit_is_refused_in_one_line_saying_how_to_fit_it_again(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**json.loads(random_table({"aten.relu.default"}, 0).to_bytes()),
+                               "format": "layoutbench-costs-2"}))
+    with pytest.raises(UsageError, match="fit it again .* `layoutbench calibrate --fit"):
+        load(old)
 
 
 def test_every_record_under_a_table_says_how_far_to_trust_its_prediction(tmp_path):

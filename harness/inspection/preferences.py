@@ -152,8 +152,8 @@ def _priced(table: CostTable) -> list[tuple[str, float, list[Probe]]]:
     from strategies.cost_features import node_features
 
     operators = sorted(table.probes.items())
-    queries = [Query(probe["signature"], first, second) for _, probes in operators for probe in probes
-               for first, second in probe["pairs"]]
+    queries = [Query(probe["signature"], first, second, graph_weight_bytes=probe["graph_weight_bytes"])
+               for _, probes in operators for probe in probes for first, second in probe["pairs"]]
     prices = iter(price.ms for price in table.price(queries))  # in the order of the queries
     priced = []
     for operator, probes in operators:
