@@ -196,6 +196,18 @@ class Stuck(TagMemoryMetaPass):
 """
 
 
+def _caller_s_signals(ignore: tuple = ()):
+    """What a caller's process starts its command with: the signals ``ignore`` ignored, and no
+    other of SIGHUP and SIGINT, whatever the test runner itself ignores (a background job of a
+    script ignores SIGINT)."""
+
+    def set_dispositions():
+        for number in (signal.SIGHUP, signal.SIGINT):
+            signal.signal(number, signal.SIG_IGN if number in ignore else signal.SIG_DFL)
+
+    return set_dispositions
+
+
 def _stuck_run(environment: dict, tmp_path: Path, name: str) -> tuple[subprocess.Popen, int]:
     """A sweep through the server, once its strategy's pass is stuck; and the stuck worker's pid."""
     marker = tmp_path / f"{name}.in-pass"
@@ -203,7 +215,7 @@ def _stuck_run(environment: dict, tmp_path: Path, name: str) -> tuple[subprocess
     process = subprocess.Popen(
         [str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", f"{name}.py:Stuck",
          "--out", str(tmp_path / name)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environment, cwd=tmp_path)
+        env=environment, cwd=tmp_path, preexec_fn=_caller_s_signals())
     deadline = time.monotonic() + 300
     while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -266,21 +278,15 @@ class Probe(TagMemoryMetaPass):
 
 
 def _probe(environment: dict, tmp_path: Path, name: str, ignore: tuple = ()) -> tuple[subprocess.Popen, dict]:
-    """A sweep through the server (its caller ignoring the signals ``ignore`` and no other of
-    SIGHUP and SIGINT, as in ``nohup layoutbench ... &`` from a script, whatever the test
-    runner itself ignores), once its strategy's module is imported and waits for ``go``; and
-    what that module saw: the signals ignored, torch's first numbers."""
+    """A sweep through the server (its caller ignoring the signals ``ignore``, as in ``nohup
+    layoutbench ... &`` from a script), once its strategy's module is imported and waits for
+    ``go``; and what that module saw: the signals ignored, torch's first numbers."""
     marker = tmp_path / f"{name}.json"
     (tmp_path / f"{name}.py").write_text(PROBE.format(marker=str(marker), go=str(tmp_path / "go")))
     command = [str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", f"{name}.py:Probe",
                "--out", str(tmp_path / name)]
-
-    def caller_s_signals():
-        for number in (signal.SIGHUP, signal.SIGINT):
-            signal.signal(number, signal.SIG_IGN if number in ignore else signal.SIG_DFL)
-
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
-                               cwd=tmp_path, preexec_fn=caller_s_signals)
+                               cwd=tmp_path, preexec_fn=_caller_s_signals(ignore))
     deadline = time.monotonic() + 300
     while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
