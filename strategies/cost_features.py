@@ -107,12 +107,16 @@ def _reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
     return sorted({ndim - 1 - (d % ndim) for d in dims if isinstance(d, int)}) if ndim else []
 
 
+def _int8(signature: dict) -> bool:
+    return signature.get("dtype") in ("int8", "uint8")
+
+
 def weight_bytes(signature: dict) -> int:
     """Bytes of the weights a node reads: an int8 node's matrices and kernels one byte an element,
     every other weight (an int8 node's scales, sums and biases included) four."""
     from strategies.node_signature import constant_shapes
 
-    int8 = signature.get("dtype") in ("int8", "uint8")
+    int8 = _int8(signature)
     return sum(math.prod(shape) * (1 if int8 and len(shape) > 1 else 4) for shape in constant_shapes(signature))
 
 
@@ -134,7 +138,7 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     features = dict.fromkeys(NUMERIC, 0.0)
     features.update(
         operator=operator, input_storage=input_storage, input_packed=input_packed, output_storage=output_storage,
-        output_packed=output_packed, int8=float(signature.get("dtype") in ("int8", "uint8")),
+        output_packed=output_packed, int8=float(_int8(signature)),
         log_output_elements=_log(output_elements), log_input_elements=_log(input_elements),
         log_inputs_elements=_log(sum(math.prod(s) for s in activations)),
         log_weight_elements=_log(sum(math.prod(s) for s in weights)), activations=float(len(activations)),

@@ -30,6 +30,7 @@ from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
 from layoutkit.errors import OUT_OF_SPACE_ERRNOS
 
+
 @dataclass
 class Job:
     """One model's measurements on one target."""
