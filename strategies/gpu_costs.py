@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the command line imports this module without torch
     from strategies.representations import Repr
 
 COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
-FORMAT = "layoutbench-costs-3"  # 3: fits price a node by its graph's weights too
+FORMAT = "layoutbench-costs-4"  # 3: fits price a node by its graph's weights too; 4: int8 nodes only
 NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
             "`layoutbench calibrate` (docs/cost-table/h100.json is an H100's)")
 # Where the table has no error of its own for an operator (one it never measured): a guess

@@ -141,14 +141,14 @@ def test_a_node_measured_on_the_model_is_priced_from_its_measurement():
     assert CostTable.from_json(json.loads(table.to_bytes())).to_json() == table.to_json()
 
 
-def _measurements(rows: list[tuple], device: str = "gpu") -> calibration.Measurements:
-    """Measurements of made-up programs: rows of (model, node, operator, shape, representation,
-    ms), and optionally the shapes of the node's weights."""
+def _measurements(rows: list[tuple], device: str = "gpu", dtype: str = "float32") -> calibration.Measurements:
+    """Measurements of made-up programs of ``dtype`` nodes: rows of (model, node, operator,
+    shape, representation, ms), and optionally the shapes of the node's weights."""
     nodes = pd.DataFrame([{
         "model": model, "strategy": "s", "run": 0, "partition": 0, "graph": model, "node": node, "operator": operator,
         "transition": False, "input": pair, "output": pair, "ms": ms, "processes": 1,
         "signature": {"operator": operator, "args": [{"t": list(shape)}, *({"w": w} for w in (weights or [[]])[0])],
-                      "kwargs": {}, "outputs": [list(shape)], "dtype": "float32"}}
+                      "kwargs": {}, "outputs": [list(shape)], "dtype": dtype}}
         for model, node, operator, shape, pair, ms, *weights in rows],
         columns=calibration.NODE_COLUMNS)
     totals = nodes.groupby("model")["ms"].sum()
@@ -192,10 +192,10 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
     assert (predicted["error"].abs() < 0.1).all()
 
 
-def test_the_fit_prices_a_node_by_the_weights_its_graph_holds():
-    """Identical nodes measured 30 % slower in the graphs that hold 16 MB of weights than in
-    those that hold 256 KB (as int8 convolutions were on the H100): the fit prices them so,
-    in models it never saw."""
+def test_the_fit_prices_an_int8_node_by_the_weights_its_graph_holds():
+    """Identical int8 nodes measured 30 % slower in the graphs that hold 16 MB of weights than
+    in those that hold 64 KB (as int8 convolutions were on the H100): the fit prices them so,
+    in models it never saw; a float node's price does not depend on its graph's weights."""
     rng = random.Random(2)
     rows = []
     for model in range(8):
@@ -205,18 +205,20 @@ def test_the_fit_prices_a_node_by_the_weights_its_graph_holds():
             rows.append((f"m{model}", f"relu{index}", "aten.relu.default", shape, NAMES[3],
                          _relu_ms(shape, NAMES[3]) * (1.3 if heavy else 1.0)))
         rows.append((f"m{model}", "linear", "aten.linear.default", (1, 1024), NAMES[3], 0.02,
-                     [[4096 if heavy else 64, 1024]]))
-    light_bytes, heavy_bytes = 64 * 1024 * 4, 4096 * 1024 * 4
-    measurements = _measurements(rows)
+                     [[16384 if heavy else 64, 1024]]))
+    light_bytes, heavy_bytes = 64 * 1024, 16384 * 1024  # int8 matrices, a byte an element
+    measurements = _measurements(rows, dtype="int8")
     assert calibration._graph_weight_bytes(measurements.nodes) == {
         f"m{m}": heavy_bytes if m % 2 else light_bytes for m in range(8)}
     predicted, tables = calibration.leave_one_model_out(measurements, ["m0", "m1"])
     assert (predicted["error"].abs() < 0.1).all()
-    shape = (1, 32, 40, 24)
-    light, heavy = (tables["m0"].price([Query(_query("new", shape=shape, pair=NAMES[3]).signature, NAMES[3], NAMES[3],
-                                              graph_weight_bytes=weights)])[0].ms
-                    for weights in (light_bytes, heavy_bytes))
-    assert heavy / light == pytest.approx(1.3, abs=0.1)
+    int8_node = {**_query("new", shape=(1, 32, 40, 24), pair=NAMES[3]).signature, "dtype": "int8"}
+    float_node = {**int8_node, "dtype": "float32"}
+
+    def price(signature, weights):
+        return tables["m0"].price([Query(signature, NAMES[3], NAMES[3], graph_weight_bytes=weights)])[0].ms
+    assert price(int8_node, heavy_bytes) / price(int8_node, light_bytes) == pytest.approx(1.3, abs=0.1)
+    assert price(float_node, heavy_bytes) == price(float_node, light_bytes)
 
 
 def test_a_node_s_weights_are_counted_in_the_bytes_it_reads():
