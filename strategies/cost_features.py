@@ -140,14 +140,15 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     input_storage, input_packed = _representation(input_name)
     output_storage, output_packed = _representation(output_name)
     output_elements, input_elements = math.prod(output), math.prod(primary) if primary else 0
+    int8 = _int8(signature)
     features = dict.fromkeys(NUMERIC, 0.0)
     features.update(
         operator=operator, input_storage=input_storage, input_packed=input_packed, output_storage=output_storage,
-        output_packed=output_packed, int8=float(_int8(signature)),
+        output_packed=output_packed, int8=float(int8),
         log_output_elements=_log(output_elements), log_input_elements=_log(input_elements),
         log_inputs_elements=_log(sum(math.prod(s) for s in activations)),
         log_weight_elements=_log(sum(math.prod(s) for s in weights)), activations=float(len(activations)),
-        log_graph_weight_bytes=_log(graph_weight_bytes) if _int8(signature) else 0.0,
+        log_graph_weight_bytes=_log(graph_weight_bytes) if int8 else 0.0,
     )
     for prefix, shape in (("output", output), ("input", primary)):
         for dim, extent in zip("whcn", _whcn(shape) if shape else [0, 0, 0, 0]):
