@@ -155,7 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--nodes", help="also keep the measured nodes in this file (.jsonl.gz): the runs, "
                            "small enough to keep, from which --fit and --validate work again")
     calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table "
-                           "fitted without it (OUT/held-out/MODEL.json) predicts its programs; OUT/validation.csv")
+                           "fitted without it (OUT/held-out/MODEL.json) predicts its programs; OUT/validation.csv. "
+                           "--workers fits at once (default: the machine's cores; 0: in this process)")
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
     preferences = commands.add_parser("preferences", help="what a device's cost table rewards: per operator, the "

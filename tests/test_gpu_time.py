@@ -192,6 +192,30 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
     assert (predicted["error"].abs() < 0.1).all()
 
 
+def test_leaving_models_out_in_worker_processes_gives_what_one_process_gives():
+    """calibrate --validate fits the held-out tables in worker processes: the same tables and
+    predictions as one after another here, in the models' order whichever finishes first."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from harness.sweep import fork_server
+
+    rng = random.Random(3)
+    rows = [(f"m{model}", f"relu{index}", "aten.relu.default", shape, NAMES[index % 2 * 3],
+             _relu_ms(shape, NAMES[index % 2 * 3]) * (1 + model / 10))
+            for model in range(4) for index, shape in
+            enumerate((1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64)) for _ in range(30))]
+    measurements = _measurements(rows)
+    alone, alone_tables = calibration.leave_one_model_out(measurements)
+    finished = []
+    with ProcessPoolExecutor(2, mp_context=fork_server.context()) as executor:
+        pooled, pooled_tables = calibration.leave_one_model_out(
+            measurements, fitted=lambda model, table, done, total: finished.append((done, total)), executor=executor)
+    pd.testing.assert_frame_equal(alone, pooled)
+    assert list(pooled_tables) == list(alone_tables) == ["m0", "m1", "m2", "m3"]
+    assert all(pooled_tables[model].to_bytes() == alone_tables[model].to_bytes() for model in alone_tables)
+    assert finished == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
 def test_the_fit_prices_an_int8_node_by_the_weights_its_graph_holds():
     """Identical int8 nodes measured 30 % slower in the graphs that hold 16 MB of weights than
     in those that hold 64 KB (as int8 convolutions were on the H100): the fit prices them so,

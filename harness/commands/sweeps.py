@@ -1,5 +1,7 @@
 """The commands that sweep or judge a sweep: run, compare, gate and calibrate."""
 
+import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -147,9 +149,13 @@ def calibrate(args) -> int:
 
 
 def _validate(args, measurements) -> int:
-    """Leave one model out: the held-out tables, every program's prediction, and per model a summary."""
+    """Leave one model out: the held-out tables, every program's prediction, and per model a
+    summary; the fits in ``--workers`` processes at once (default: the machine's cores)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     from harness.inspection import calibration
     from harness.results.table import format_number
+    from harness.sweep import fork_server
 
     out = Path(args.out)
     started = time.monotonic()
@@ -161,7 +167,11 @@ def _validate(args, measurements) -> int:
         print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: {path}",
               file=sys.stderr)
 
-    programs, tables = calibration.leave_one_model_out(measurements, fitted=write)
+    models = len(measurements.programs["model"].unique())
+    workers = min(os.cpu_count() or 1, models) if args.workers is None else min(args.workers, models)
+    pool = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else contextlib.nullcontext()
+    with pool as executor:
+        programs, tables = calibration.leave_one_model_out(measurements, fitted=write, executor=executor)
     programs.to_csv(out / "validation.csv", index=False)
     summary = calibration.validation_summary(programs)
     print(summary.to_string(index=False, float_format=format_number))

@@ -22,6 +22,7 @@ nodes predicts each of its programs, compared with what the program measured.
 import gzip
 import json
 import re
+from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -333,20 +334,33 @@ def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataF
     }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
 
 
+def held_out(measurements: Measurements, model: str) -> tuple[pd.DataFrame, CostTable]:
+    """``model``'s programs, each with its time predicted by a table fitted without that model
+    and what it measured; and that table."""
+    table = fit(measurements.without(model))
+    own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
+                       measurements.programs[measurements.programs["model"] == model])
+    return predicted_programs(own, table).assign(table=table.name), table
+
+
 def leave_one_model_out(measurements: Measurements, models: list[str] | None = None,
-                        fitted=lambda model, table, done, total: None) -> tuple[pd.DataFrame, dict]:
-    """Per program of each model: its time predicted by a table fitted without that model, and
-    what it measured; and the tables (model -> CostTable), each with its own expected errors,
-    each handed to ``fitted`` as it is made (a fit takes seconds to minutes)."""
-    results, tables = [], {}
+                        fitted=lambda model, table, done, total: None,
+                        executor: Executor | None = None) -> tuple[pd.DataFrame, dict]:
+    """:func:`held_out` for each model: the programs of all, and the tables (model ->
+    CostTable), each with its own expected errors, each handed to ``fitted`` as it is made (a
+    fit takes seconds to minutes). ``executor`` (of processes): the fits run there, several at
+    once, with the same results as one after another here."""
     models = models or sorted(measurements.programs["model"].unique())
-    for done, model in enumerate(models, 1):
-        table = tables[model] = fit(measurements.without(model))
+    if executor is None:
+        made = ((model, held_out(measurements, model)) for model in models)
+    else:
+        futures = {executor.submit(held_out, measurements, model): model for model in models}
+        made = ((futures[future], future.result()) for future in as_completed(futures))
+    results, tables = {}, {}
+    for done, (model, (programs, table)) in enumerate(made, 1):
+        results[model], tables[model] = programs, table
         fitted(model, table, done, len(models))
-        own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
-                           measurements.programs[measurements.programs["model"] == model])
-        results.append(predicted_programs(own, table).assign(table=table.name))
-    return pd.concat(results, ignore_index=True), tables
+    return pd.concat([results[model] for model in models], ignore_index=True), {model: tables[model] for model in models}
 
 
 def _strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
