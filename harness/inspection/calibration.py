@@ -351,15 +351,17 @@ def leave_one_model_out(measurements: Measurements, models: list[str] | None = N
     fit takes seconds to minutes). ``executor`` (of processes): the fits run there, several at
     once, with the same results as one after another here."""
     models = models or sorted(measurements.programs["model"].unique())
-    if executor is None:
-        made = ((model, held_out(measurements, model)) for model in models)
-    else:
-        futures = {executor.submit(held_out, measurements, model): model for model in models}
-        made = ((futures[future], future.result()) for future in as_completed(futures))
+    futures = {executor.submit(held_out, measurements, model): model for model in models} if executor else {}
+    made = (((futures[future], future.result()) for future in as_completed(futures)) if executor
+            else ((model, held_out(measurements, model)) for model in models))
     results, tables = {}, {}
-    for done, (model, (programs, table)) in enumerate(made, 1):
-        results[model], tables[model] = programs, table
-        fitted(model, table, done, len(models))
+    try:
+        for done, (model, (programs, table)) in enumerate(made, 1):
+            results[model], tables[model] = programs, table
+            fitted(model, table, done, len(models))
+    finally:
+        for future in futures:
+            future.cancel()  # an interrupted or failed fit leaves none queued behind it
     return pd.concat([results[model] for model in models], ignore_index=True), {model: tables[model] for model in models}
 
 
