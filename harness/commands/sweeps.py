@@ -167,8 +167,8 @@ def _validate(args, measurements) -> int:
         print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: {path}",
               file=sys.stderr)
 
-    models = len(measurements.programs["model"].unique())
-    workers = min(os.cpu_count() or 1, models) if args.workers is None else min(args.workers, models)
+    fits = measurements.programs["model"].nunique()
+    workers = min((os.cpu_count() or 1) if args.workers is None else args.workers, fits)
     pool = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else contextlib.nullcontext()
     with pool as executor:
         programs, tables = calibration.leave_one_model_out(measurements, fitted=write, executor=executor)

@@ -351,9 +351,11 @@ def leave_one_model_out(measurements: Measurements, models: list[str] | None = N
     fit takes seconds to minutes). ``executor`` (of processes): the fits run there, several at
     once, with the same results as one after another here."""
     models = models or sorted(measurements.programs["model"].unique())
-    futures = {executor.submit(held_out, measurements, model): model for model in models} if executor else {}
-    made = (((futures[future], future.result()) for future in as_completed(futures)) if executor
-            else ((model, held_out(measurements, model)) for model in models))
+    if executor:
+        futures = {executor.submit(held_out, measurements, model): model for model in models}
+        made = ((futures[future], future.result()) for future in as_completed(futures))
+    else:
+        futures, made = {}, ((model, held_out(measurements, model)) for model in models)
     results, tables = {}, {}
     try:
         for done, (model, (programs, table)) in enumerate(made, 1):
