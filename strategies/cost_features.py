@@ -9,14 +9,16 @@ of four, texel counts, and, for a reduction, a product or a permute, whether the
 works along is the packed one; its *kernel* (the operator, and for a convolution whether
 it is depthwise, grouped, pointwise or dense, for a product whether it multiplies a vector:
 ET-VK runs each with other shaders); its *work*: multiply-adds where it has them (convolutions,
-products), else the larger of the elements it reads and writes; and the bytes of weights its
-graph (its delegate partition) holds: on the H100 the same node, same shapes, same values,
-same pair, ran 5-28 % slower (median 18 %) in an int8 program holding 22 MB of weights than in
-one holding 12 MB (docs/gpu-time.md). Operators and representations are categories;
-everything else is a number (0 where it does not apply).
+products), else the larger of the elements it reads and writes; and its graph's (its delegate
+partition's) *load*, the bytes of weights it holds and its largest node's activations: on the
+H100 the same node, same shapes, same values, same pair, ran 5-28 % slower (median 18 %) in
+an int8 program holding 22 MB of weights than in one holding 12 MB (docs/gpu-time.md).
+Operators and representations are categories; everything else is a number (0 where it does
+not apply).
 """
 
 import math
+from dataclasses import dataclass
 
 CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
 NUMERIC = (
@@ -29,7 +31,7 @@ NUMERIC = (
     "reduced_dim", "reduces_packed_dim",
     "kernel_h", "kernel_w", "stride", "log_groups", "depthwise", "log_in_channels", "log_out_channels",
     "log_contracted", "contracts_packed_dim", "permutes_packed_dim", "keeps_last_dim", "activations",
-    "log_serial", "log_graph_weight_bytes",
+    "log_serial", "log_graph_weight_bytes", "log_graph_largest_activation",
 )
 FEATURES = CATEGORICAL + NUMERIC
 TRANSITION = "transition"  # the operator name a layout transition (the pass's clone) is priced under
@@ -120,15 +122,38 @@ def weight_bytes(signature: dict) -> int:
     return sum(math.prod(shape) * (1 if int8 and len(shape) > 1 else 4) for shape in constant_shapes(signature))
 
 
-def node_features(signature: dict, input_name: str | None, output_name: str | None,
-                  transition: bool = False, graph_weight_bytes: int = 0) -> dict:
-    """The features of a node (or, ``transition``, of a layout transition) in those
-    representations, in a graph holding ``graph_weight_bytes`` of weights.
+def activation_elements(signature: dict) -> int:
+    """Elements of the activations a node reads and writes."""
+    from strategies.node_signature import activation_shapes
 
-    The graph's weights are a feature of int8 nodes only: the H100 ran the same int8 node up
-    to 28 % slower in a graph of more weights, while float nodes shared by graphs of 47 and
-    87 MB agreed within 1 %, and letting float nodes see it priced float convolutions at the
-    int8 graphs' step (docs/gpu-time.md)."""
+    return sum(math.prod(shape) for shape in (*activation_shapes(signature), *signature["outputs"]))
+
+
+@dataclass(frozen=True)
+class GraphLoad:
+    """What a graph holds besides a node, as far as the node's speed goes: the bytes of its
+    weights and the activations of its largest node (elements read and written), the two a
+    GPU's cache must hold with the node's own data."""
+
+    weight_bytes: int = 0
+    largest_activation: int = 0
+
+    @classmethod
+    def of(cls, signatures) -> "GraphLoad":
+        """The load of a graph of nodes of those signatures (layout transitions left out)."""
+        signatures = list(signatures)
+        return cls(sum(map(weight_bytes, signatures)), max(map(activation_elements, signatures), default=0))
+
+
+def node_features(signature: dict, input_name: str | None, output_name: str | None,
+                  transition: bool = False, load: GraphLoad = GraphLoad()) -> dict:
+    """The features of a node (or, ``transition``, of a layout transition) in those
+    representations, in a graph of that ``load``.
+
+    The graph's load is a feature of int8 nodes only: the H100 ran the same int8 node up to
+    28 % slower in a graph of more weights, while float nodes shared by graphs of 47 and 87 MB
+    agreed within 1 %, and letting float nodes see it priced float convolutions at the int8
+    graphs' step (docs/gpu-time.md)."""
     from strategies.node_signature import activation_shapes, constant_shapes
 
     operator = TRANSITION if transition else signature["operator"]
@@ -148,7 +173,8 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
         log_output_elements=_log(output_elements), log_input_elements=_log(input_elements),
         log_inputs_elements=_log(sum(math.prod(s) for s in activations)),
         log_weight_elements=_log(sum(math.prod(s) for s in weights)), activations=float(len(activations)),
-        log_graph_weight_bytes=_log(graph_weight_bytes) if int8 else 0.0,
+        log_graph_weight_bytes=_log(load.weight_bytes) if int8 else 0.0,
+        log_graph_largest_activation=_log(load.largest_activation) if int8 else 0.0,
     )
     for prefix, shape in (("output", output), ("input", primary)):
         for dim, extent in zip("whcn", _whcn(shape) if shape else [0, 0, 0, 0]):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layoutkit.errors import UnavailableError, UsageError
+from strategies.cost_features import GraphLoad
 
 if TYPE_CHECKING:  # the command line imports this module without torch
     import torch
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # the command line imports this module without torch
     from strategies.representations import Repr
 
 COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
-FORMAT = "layoutbench-costs-4"  # 3: fits price a node by its graph's weights too; 4: int8 nodes only
+FORMAT = "layoutbench-costs-5"  # 3: fits price a node by its graph's weights too; 4: int8 nodes only; 5: its load, a spread
 NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
             "`layoutbench calibrate` (docs/cost-table/h100.json is an H100's)")
 # Where the table has no error of its own for an operator (one it never measured): a guess
@@ -58,8 +59,8 @@ def pair_name(representation: "Repr") -> str:
 class Query:
     """What to price: a node's ``signature`` read as ``input`` and written as ``output``
     (a transition: its tensor's clone from ``input`` to ``output``); ``graph`` and ``node``
-    name it for the measured prices (empty for a transition); ``graph_weight_bytes``: the
-    weights of the graph it runs in (:func:`strategies.cost_features.weight_bytes` summed)."""
+    name it for the measured prices (empty for a transition); ``load``: what the graph it runs
+    in holds (:class:`strategies.cost_features.GraphLoad`)."""
 
     signature: dict = field(hash=False, compare=False)
     input: str
@@ -67,7 +68,7 @@ class Query:
     transition: bool = False
     graph: str = ""
     node: str = ""
-    graph_weight_bytes: int = 0
+    load: GraphLoad = GraphLoad()
 
     @property
     def operator(self) -> str:
@@ -167,7 +168,7 @@ class GradientBoostedModel:
 
         from strategies.cost_features import FEATURES, node_features
 
-        rows = [node_features(q.signature, q.input, q.output, q.transition, q.graph_weight_bytes) for q in queries]
+        rows = [node_features(q.signature, q.input, q.output, q.transition, q.load) for q in queries]
         frame = pd.DataFrame(rows, columns=list(FEATURES))
         frame["operator"] = pd.Categorical(frame["operator"], categories=self.operators)
         return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
@@ -220,14 +221,14 @@ class GradientBoostedModel:
 
 def _feature_keys(queries: list[Query]) -> list[tuple]:
     """What a query's fitted price depends on, hashable: its signature (serialized once per
-    signature object), pair, kind and graph's weights."""
+    signature object), pair, kind and graph's load."""
     serialized: dict = {}
     keys = []
     for query in queries:
         signature = serialized.get(id(query.signature))
         if signature is None:
             signature = serialized[id(query.signature)] = json.dumps(query.signature, sort_keys=True, default=str)
-        keys.append((signature, query.input, query.output, query.transition, query.graph_weight_bytes))
+        keys.append((signature, query.input, query.output, query.transition, query.load))
     return keys
 
 
@@ -256,7 +257,9 @@ class CostTable:
     corpus: dict = field(default_factory=dict)  # what it was fitted on: models, programs, runs
     # Per operator, nodes of the corpus measured in several pairs: their signature and those
     # pairs, for asking the table what it prefers (``layoutbench preferences``).
-    probes: dict = field(default_factory=dict)  # operator -> [{"signature", "pairs", "graph_weight_bytes"}]
+    probes: dict = field(default_factory=dict)  # operator -> [{"signature", "pairs", "load"}]
+    # How much runs of one program differ (relative): a saving below it is not one ilp-time takes.
+    spread: float = 0.0
     digest: str = ""
 
     def price(self, queries: list[Query]) -> list[Price]:
@@ -283,6 +286,7 @@ class CostTable:
             "device": self.device,
             "corpus": self.corpus,
             "errors": dict(sorted(self.errors.items())),
+            "spread": self.spread,
             "probes": dict(sorted(self.probes.items())),
             "model": self.model.to_json(),
             "nodes": [{"graph": g, "node": n, "input": i, "output": o, "ms": ms}
@@ -301,6 +305,7 @@ class CostTable:
             errors={op: float(error) for op, error in data.get("errors", {}).items()},
             corpus=data.get("corpus", {}),
             probes=data.get("probes", {}),
+            spread=float(data.get("spread", 0.0)),
             digest=digest,
         )
 

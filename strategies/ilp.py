@@ -5,7 +5,7 @@ time). A time limit returns the best feasible assignment, flagged as not proven 
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import executorch.backends.vulkan.utils as vk_utils
 import highspy
@@ -41,19 +41,18 @@ class Solution:
     solve_seconds: float
     variables: int
     constraints: int
+    kept_anchor: bool = False  # ilp-time: its optimum saved no more than the table's spread
 
 
-def _time_start(problem: LayoutProblem, time_objective: TimeObjective, time_limit: float) -> tuple[dict, list] | None:
-    """The cheapest of the reference, the default assignment and the count optimum: HiGHS
-    starts from it, so a time limit never returns worse than any of them."""
-    candidates = [default_assignment(problem)]
-    if time_objective.reference:
-        candidates.append(time_objective.reference_assignment)
+def _fewest_transitions(problem: LayoutProblem, time_limit: float) -> tuple[dict, list] | None:
     try:
         fewest = solve(problem, "count", time_limit)
-        candidates.append((fewest.tensor_reprs, fewest.use_reprs))
     except InvalidAssignmentError:
-        pass
+        return None
+    return fewest.tensor_reprs, fewest.use_reprs
+
+
+def _cheapest(time_objective: TimeObjective, candidates: list) -> tuple[dict, list] | None:
     candidates = [c for c in candidates if c is not None]
     return min(candidates, key=lambda c: time_objective.cost(*c)) if candidates else None
 
@@ -61,13 +60,35 @@ def _time_start(problem: LayoutProblem, time_objective: TimeObjective, time_limi
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
           table: CostTable | None = None, reference: tuple[dict, list] | None = None) -> Solution:
     """The cheapest assignment of the problem, proven optimal unless the time limit hit; for
-    ``time``, under ``table`` and relative to ``reference`` (:mod:`strategies.time_objective`)."""
+    ``time``, under ``table``, and with a ``reference`` (ExecuTorch's own choices) by the rule
+    of :mod:`strategies.time_objective`: the optimum relative to an anchor, kept only where it
+    saves more than the table's spread. HiGHS starts from the cheapest of the assignments at
+    hand, so a time limit never returns worse than any of them."""
     start = time.perf_counter()
-    time_objective = TimeObjective(problem, table, reference) if objective == "time" else None
+    if objective != "time":
+        return _solve(problem, objective, time_limit, None, default_assignment(problem), start)
+    fewest = _fewest_transitions(problem, time_limit)
+    if reference is None:
+        plain = TimeObjective(problem, table)
+        return _solve(problem, objective, time_limit, plain,
+                      _cheapest(plain, [default_assignment(problem), fewest]), start)
+    # The anchor: ExecuTorch's choices or the fewest transitions, whichever costs less with
+    # the doubt over leaving ExecuTorch's charged (ties: ExecuTorch's).
+    anchor = _cheapest(TimeObjective(problem, table, reference), [reference, fewest])
+    time_objective = TimeObjective(problem, table, anchor)
+    solution = _solve(problem, objective, time_limit, time_objective,
+                      _cheapest(time_objective, [anchor, default_assignment(problem), fewest]), start)
+    anchor_cost = time_objective.cost(*anchor)
+    if anchor_cost - solution.cost > table.spread * anchor_cost:
+        return solution
+    return replace(solution, tensor_reprs=anchor[0], use_reprs=anchor[1], cost=anchor_cost,
+                   transitions=len(needed_transitions(problem, *anchor)), kept_anchor=True)
+
+
+def _solve(problem: LayoutProblem, objective: str, time_limit: float, time_objective: TimeObjective | None,
+           assignment: tuple[dict, list] | None, start: float) -> Solution:
     formulation = formulate(problem, objective, time_objective)
     model, x, y = formulation.model, formulation.x, formulation.y
-    assignment = (_time_start(problem, time_objective, time_limit) if time_objective
-                  else default_assignment(problem))
     highs = model.solve(time_limit, column_values(problem, formulation, *assignment) if assignment else None,
                         TIME_RELATIVE_GAP if objective == "time" else 0.0)
     status = highs.getModelStatus()

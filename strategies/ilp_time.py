@@ -14,8 +14,9 @@ class IlpTimeLayout(IlpLayout):
     """The ILP with the predicted GPU time of the whole assignment as its objective: each
     operator node's time in the representations it reads and writes, plus each transition's,
     from the cost table in force (``--costs``), with what the table is unsure of priced
-    against ExecuTorch's own choices (:mod:`strategies.time_objective`). Without a table its
-    records are skipped, saying how to get one."""
+    against an anchor (ExecuTorch's own choices or the fewest transitions), which it keeps
+    unless it saves more than the table's spread (:mod:`strategies.time_objective`). Without a
+    table its records are skipped, saying how to get one."""
 
     objective = "time"
 
@@ -26,7 +27,7 @@ class IlpTimeLayout(IlpLayout):
 
     def call(self, graph_module):
         names_before = {node.name for node in graph_module.graph.nodes}
-        TagMemoryMetaPass.call(self, graph_module)  # ExecuTorch's own choices: the reference
+        TagMemoryMetaPass.call(self, graph_module)  # ExecuTorch's own choices
         inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
         problem = extract(self, graph_module, inserted)
         reference = read_assignment(problem, graph_module)
@@ -34,3 +35,7 @@ class IlpTimeLayout(IlpLayout):
         self.solution = solve(problem, "time", self.time_limit_seconds, required_table(), reference)
         apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
         return PassResult(graph_module, True)
+
+    @classmethod
+    def summarize(cls, passes) -> dict:
+        return {**super().summarize(passes), "anchors_kept": sum(p.solution.kept_anchor for p in passes)}

@@ -19,7 +19,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStora
 
 from layoutkit.errors import InvalidAssignmentError
 from strategies.gpu_costs import CostTable, Price, Query, graph_digest, pair_name, transition_signature
-from strategies.cost_features import TRANSITION, weight_bytes
+from strategies.cost_features import TRANSITION, GraphLoad
 from strategies.node_signature import signature
 from strategies.representations import (
     DEFAULT_REPR,
@@ -148,14 +148,14 @@ class LayoutProblem:
 
     def _price(self, table: CostTable, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
         """``table``'s prices of (op, input, output) nodes and (source, from, to) transitions."""
-        weights = sum(weight_bytes(operator.signature) for operator in self.operators.values())
+        load = GraphLoad.of(operator.signature for operator in self.operators.values())
         queries = [Query(self.operators[op].signature, pair_name(a) if a else "", pair_name(b), False, self.graph, op,
-                         weights) for op, a, b in node_keys]
+                         load) for op, a, b in node_keys]
         moved: dict = {}  # per source, the signature of its clone
         for source, f, r in transition_keys:
             if source not in moved:
                 moved[source] = transition_signature(self.tensors[source].shape, self.tensors[source].dtype)
-            queries.append(Query(moved[source], pair_name(f), pair_name(r), True, graph_weight_bytes=weights))
+            queries.append(Query(moved[source], pair_name(f), pair_name(r), True, load=load))
         priced = table.price(queries)
         return dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):]))
 

@@ -1,16 +1,21 @@
 """What ``ilp-time`` minimises: an assignment's predicted GPU time, plus the price of what the
-cost table is unsure of.
+cost table is unsure of, relative to an anchor it leaves only for a saving it can measure.
 
 A cost table measures some prices on the model itself and fits the rest, with an error it
 expects of the fit per operator (:mod:`strategies.gpu_costs`). An optimiser that takes fitted
 prices at face value buys savings the fit only imagines: it puts a node in a pair the table
 prices a few per cent lower, where the table is wrong by more than that. So a node that
-leaves its *reference* pair (ExecuTorch's own choice for it) pays, on top of its price in the
-new pair, the error expected of that price (``caution`` times the relative error of either
-price, on the larger of the two); a node priced from its own measurement pays nothing extra.
-A transition is priced at its fitted price plus its expected error: it is the certain cost
-of a move whose savings are uncertain. The optimum then leaves ExecuTorch's choices alone
-unless the table's difference exceeds what it is unsure of.
+leaves its *reference* pair pays, on top of its price in the new pair, the error expected of
+that price (``caution`` times the relative error of either price, on the larger of the two);
+a node priced from its own measurement pays nothing extra. A transition is priced at its
+fitted price plus its expected error: it is the certain cost of a move whose savings are
+uncertain.
+
+ilp-time's reference, its *anchor*, is ExecuTorch's own choices or the assignment with the
+fewest transitions, whichever costs less with the doubt over leaving ExecuTorch's charged.
+The optimum relative to the anchor replaces it only where it saves more than the table's
+spread (how much runs of one program differ): a smaller saving is not one a run can show,
+and a program changed for it may run slower by as much (:func:`strategies.ilp.solve`).
 """
 
 from strategies.layout_problem import LayoutProblem, needed_transitions

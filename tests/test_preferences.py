@@ -15,7 +15,7 @@ LINEAR, CONVOLUTION, ADD = "aten.linear.default", "aten.convolution.default", "a
 def _probe(operator: str, inputs: list[list[int]], output: list[int], pairs: list[str]) -> dict:
     signature = {"operator": operator, "args": [{"t": shape} for shape in inputs], "kwargs": {}, "outputs": [output],
                  "dtype": "float32"}
-    return {"signature": signature, "pairs": [[name, name] for name in pairs], "graph_weight_bytes": 1 << 20}
+    return {"signature": signature, "pairs": [[name, name] for name in pairs], "load": {"weight_bytes": 1 << 20, "largest_activation": 1 << 16}}
 
 
 def _linear_probes() -> list[dict]:

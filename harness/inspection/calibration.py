@@ -23,7 +23,7 @@ import gzip
 import json
 import re
 from concurrent.futures import Executor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import STAGING, read_dispatches
 from harness.targets.vulkan.targets import read_node_map
-from strategies.cost_features import FEATURES, TRANSITION, node_features, weight_bytes
+from strategies.cost_features import FEATURES, TRANSITION, GraphLoad, node_features
 from strategies.gpu_costs import ANY, MEGA_LOG2, CostTable, GradientBoostedModel, Query, effective_log_work
 
 NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
@@ -57,17 +57,18 @@ class Measurements:
                             self.programs[self.programs["model"] != model])
 FOLDS = 5  # models left out together when the fit's expected errors are measured
 ERROR_QUANTILE = 0.5  # of the per-model errors of an operator: the error expected of it
-GRAPH_WEIGHTS = "log_graph_weight_bytes"
+SPREAD_QUANTILE = 0.9  # of the programs' ranges over their runs: the spread a table carries
+GRAPH_LOAD = ("log_graph_weight_bytes", "log_graph_largest_activation")
 BOOSTING = {
     "objective": "regression", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 5,
     "feature_fraction": 0.9, "lambda_l2": 1.0, "max_cat_to_onehot": 64, "cat_smooth": 5,
     "deterministic": True, "force_row_wise": True, "num_threads": 1, "seed": 0, "verbose": -1,
-    # A graph holding more weights never makes a node faster, and slows an operator's nodes
-    # whatever their shapes: unconstrained, the trees use the graph's weights with shapes to
-    # tell the corpus's models apart (leave one model out: median error 4.6 % against 3.3 %).
-    "monotone_constraints": [int(feature == GRAPH_WEIGHTS) for feature in FEATURES],
-    "interaction_constraints": [[i for i, feature in enumerate(FEATURES) if feature != GRAPH_WEIGHTS],
-                                [FEATURES.index(feature) for feature in ("operator", "int8", GRAPH_WEIGHTS)]],
+    # A graph holding more never makes a node faster, and slows an operator's nodes whatever
+    # their shapes: unconstrained, the trees use the graph's weights with shapes to tell the
+    # corpus's models apart (leave one model out: median error 4.6 % against 3.3 %).
+    "monotone_constraints": [int(feature in GRAPH_LOAD) for feature in FEATURES],
+    "interaction_constraints": [[i for i, feature in enumerate(FEATURES) if feature not in GRAPH_LOAD],
+                                [FEATURES.index(feature) for feature in ("operator", "int8", *GRAPH_LOAD)]],
 }
 ROUNDS = 600
 
@@ -169,16 +170,16 @@ def load_measurements(sources: list[Path]) -> Measurements:
                         pd.concat([p.programs for p in parts], ignore_index=True))
 
 
-def _graph_weight_bytes(frame: pd.DataFrame) -> dict:
-    """Per graph of ``frame`` (whole graphs' nodes), the bytes of weights its nodes read."""
+def _graph_loads(frame: pd.DataFrame) -> dict:
+    """Per graph of ``frame`` (whole graphs' nodes), its :class:`GraphLoad`."""
     nodes = frame[~frame["transition"]].drop_duplicates(["graph", "node"])
-    return nodes.groupby("graph")["signature"].agg(lambda signatures: sum(map(weight_bytes, signatures))).to_dict()
+    return nodes.groupby("graph")["signature"].agg(GraphLoad.of).to_dict()
 
 
 def _queries(frame: pd.DataFrame) -> list[Query]:
-    weights = _graph_weight_bytes(frame)
-    return [Query(row.signature, row.input, row.output, row.transition, row.graph, row.node, weights.get(row.graph, 0))
-            for row in frame.itertuples(index=False)]
+    loads = _graph_loads(frame)
+    return [Query(row.signature, row.input, row.output, row.transition, row.graph, row.node,
+                  loads.get(row.graph, GraphLoad())) for row in frame.itertuples(index=False)]
 
 
 def _training_set(frame: pd.DataFrame) -> pd.DataFrame:
@@ -245,7 +246,7 @@ def _boost(training: pd.DataFrame) -> GradientBoostedModel:
     import lightgbm
 
     queries = _queries(training)
-    features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.graph_weight_bytes)
+    features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.load)
                              for q in queries],
                             columns=list(FEATURES))
     operators = sorted(features["operator"].unique())
@@ -274,7 +275,7 @@ def _probes(training: pd.DataFrame) -> dict:
     """Per operator, up to :data:`PROBES_PER_OPERATOR` nodes measured in two pairs or more,
     spread over their sizes, each with the pairs it was measured in."""
     nodes = training[~training["transition"]]
-    weights = _graph_weight_bytes(training)
+    loads = _graph_loads(training)
     probes = {}
     for operator, group in nodes.groupby("operator"):
         pairs = group.groupby(["graph", "node"]).apply(lambda g: sorted(zip(g["input"], g["output"])),
@@ -287,7 +288,7 @@ def _probes(training: pd.DataFrame) -> dict:
             kind="stable")
         chosen = sizes.index[np.linspace(0, len(sizes) - 1, min(PROBES_PER_OPERATOR, len(sizes))).round().astype(int)]
         probes[operator] = [{"signature": first.loc[key, "signature"], "pairs": [list(p) for p in several.loc[key]],
-                             "graph_weight_bytes": weights.get(key[0], 0)}
+                             "load": asdict(loads.get(key[0], GraphLoad()))}
                             for key in dict.fromkeys(chosen)]
     return probes
 
@@ -315,9 +316,17 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
         by_operator = pd.concat(errors).groupby("operator")["error"].quantile(ERROR_QUANTILE)
         table.errors = {op: float(error) for op, error in by_operator.items()}
     table.probes = _probes(training)
+    table.spread = program_spread(measurements.programs)
     table.corpus = {"models": models, "programs": len(measurements.programs),
                     "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
     return table.identified()
+
+
+def program_spread(programs: pd.DataFrame) -> float:
+    """How much runs of one program differ: the range of its processes' summed times over their
+    median, at the ``SPREAD_QUANTILE`` of the measured programs (0 with none run twice)."""
+    ranges = [(max(ms) - min(ms)) / float(np.median(ms)) for ms in programs["process_ms"] if len(ms) > 1]
+    return float(np.quantile(ranges, SPREAD_QUANTILE)) if ranges else 0.0
 
 
 def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:

@@ -149,10 +149,10 @@ class OperatorPreference:
 
 def _priced(table: CostTable) -> list[tuple[str, float, list[Probe]]]:
     """Each operator, its expected error, and its probes priced by the table's fit in each of their pairs."""
-    from strategies.cost_features import node_features
+    from strategies.cost_features import GraphLoad, node_features
 
     operators = sorted(table.probes.items())
-    queries = [Query(probe["signature"], first, second, graph_weight_bytes=probe["graph_weight_bytes"])
+    queries = [Query(probe["signature"], first, second, load=GraphLoad(**probe["load"]))
                for _, probes in operators for probe in probes for first, second in probe["pairs"]]
     prices = iter(price.ms for price in table.price(queries))  # in the order of the queries
     priced = []

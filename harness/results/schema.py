@@ -75,13 +75,15 @@ METRICS = {m.name: m for m in (
     _timing("prefix_load_seconds", "Loading the lowering prefix from the cache"),
     # the worker that measured a record (every target)
     _timing("worker_peak_rss_bytes", "Peak resident memory of the worker while measuring", unit="bytes"),
-    # strategies' own fields (ilp, ilp-bytes, bfs-refined)
+    # strategies' own fields (ilp, ilp-bytes, ilp-time, bfs-refined)
     Metric("optimal", "bool", "Proven optimal (ILP)", better="higher", heading="optimal"),
     Metric("objective", "count", "ILP objective"),
     Metric("bound", "count", "ILP lower bound", better=None),
     Metric("variables", "count", "ILP variables", better=None),
     Metric("constraints", "count", "ILP constraints", better=None),
     _timing("solve_seconds", "ILP formulation and solve"),
+    Metric("anchors_kept", "count", "Partitions where ilp-time kept its anchor: its optimum saved no more than "
+           "the table's spread", better=None),
     Metric("bfs_transitions", "count", "Transitions before refinement"),
     _timing("refine_seconds", "Refinement (bfs-refined)"),
     # running a program (vulkan-run, the TOSA reference model, vgf)
