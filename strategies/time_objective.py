@@ -30,7 +30,6 @@ class TimeObjective:
     def __init__(self, problem: LayoutProblem, table, reference: tuple[dict, list] | None = None,
                  caution: float = CAUTION):
         self.problem, self.table, self.caution = problem, table, caution
-        self.reference_assignment = reference
         self.reference = dict(self._reads(*reference)) if reference else {}
 
     def _reads(self, tensor_reprs: dict, use_reprs: list):
