@@ -91,6 +91,12 @@ def test_ilp_time_is_never_above_another_strategy_and_records_what_it_predicts(m
     assert min(predicted[name] for name in COMPARED) > predicted["ilp-time"], "the table must make time matter"
 
 
+def operator_pairs(lowered) -> set:
+    """Every operator node's (name, input, output) representations, prepacking (at load) aside."""
+    return {(n["node"], (n["inputs"] or [""])[0], n["output"]) for p in node_map(lowered)["partitions"]
+            for n in p["nodes"] if not n["transition"] and "prepack" not in n["operator"]}
+
+
 class _JustBelowTheDefault:
     """A fitted model pricing every node 0.01 ms in ExecuTorch's own choice for it and 1 %
     less in any other pair; transitions free."""
@@ -107,11 +113,7 @@ class _JustBelowTheDefault:
 def test_ilp_time_keeps_executorch_s_choices_where_its_table_is_unsure_of_the_difference(model):
     lowering = vulkan_lowering(pipeline(model))
     default = lowering.lower(strategies.get_strategy("bfs-downstream"))
-    def pairs(lowered) -> set:  # every operator node's (input, output), prepacking (at load) aside
-        return {(n["node"], (n["inputs"] or [""])[0], n["output"]) for p in node_map(lowered)["partitions"]
-                for n in p["nodes"] if not n["transition"] and "prepack" not in n["operator"]}
-
-    reference = pairs(default)
+    reference = operator_pairs(default)
     operators = operators_of(partition_problems(lowering.programs))
 
     def assignment(error: float) -> set:
@@ -119,7 +121,7 @@ def test_ilp_time_keeps_executorch_s_choices_where_its_table_is_unsure_of_the_di
         with table_in_force(table):
             lowered = lowering.lower(strategies.get_strategy("ilp-time"))
         validator.validate(lowered)
-        return pairs(lowered)
+        return operator_pairs(lowered)
 
     assert assignment(error=0.05) == reference  # a 1 % saving the table may be 5 % wrong about
     assert assignment(error=0.0) != reference  # a table sure of it takes the saving
@@ -130,9 +132,7 @@ def test_ilp_time_leaves_its_anchor_only_for_a_saving_above_the_table_s_spread()
     of 2 % ilp-time keeps the cheaper of ExecuTorch's choices and the fewest transitions, under
     none it takes the saving."""
     lowering = vulkan_lowering(pipeline("synthetic_small"))
-    default = lowering.lower(strategies.get_strategy("bfs-downstream"))
-    reference = {(n["node"], (n["inputs"] or [""])[0], n["output"]) for p in node_map(default)["partitions"]
-                 for n in p["nodes"] if not n["transition"]}
+    reference = operator_pairs(lowering.lower(strategies.get_strategy("bfs-downstream")))
     operators = operators_of(partition_problems(lowering.programs))
 
     def predicted(spread: float) -> dict:
@@ -252,8 +252,9 @@ def test_leaving_models_out_in_worker_processes_gives_what_one_process_gives():
     assert finished == [(1, 4), (2, 4), (3, 4), (4, 4)]
 
 
-@pytest.mark.parametrize("heavier_by", ["weights", "activations"])
-def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by):
+# The trees shrink a step of the activations more than one of the weights.
+@pytest.mark.parametrize("heavier_by, tolerance", [("weights", 0.1), ("activations", 0.15)])
+def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by, tolerance):
     """Identical int8 nodes measured 30 % slower in the graphs that hold 16 MB of weights than
     in those that hold 64 KB (as int8 convolutions were on the H100), or in those whose largest
     node moves 16 times the activations: the fit prices them so, in models it never saw; a
@@ -289,7 +290,7 @@ def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by):
 
     def price(signature, load):
         return tables["m0"].price([Query(signature, NAMES[3], NAMES[3], load=load)])[0].ms
-    assert price(int8_node, heavy) / price(int8_node, light) == pytest.approx(1.3, abs=0.15)  # the trees shrink it
+    assert price(int8_node, heavy) / price(int8_node, light) == pytest.approx(1.3, abs=tolerance)
     assert price(float_node, heavy) == price(float_node, light)
 
 
