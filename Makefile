@@ -44,10 +44,12 @@ vgf-host: $(STAMP) system-deps
 	$(PY) -m harness.targets.arm.vgf_host || echo "make: vgf records will be skipped on this host (reason above)"
 
 # The import contracts (pyproject.toml, [tool.importlinter]) first: a broken dependency rule
-# fails the build before any test runs.
+# fails the build before any test runs. Then the suite on every core (pytest-xdist), a test
+# file to a worker, so a module-scoped fixture is made once; the slowest tests are listed at
+# the end (docs/testing.md says where the time goes).
 test: $(STAMP) system-deps vgf-host
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile --durations=20
 
 # The report is written even when some records failed; the exit status is the run's.
 bench: $(STAMP)

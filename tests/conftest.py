@@ -7,7 +7,11 @@ directory per session. The kinds whose entries are keyed by everything they depe
 (exports, prefixes) are the user's, linked (a warm machine runs the suite faster, with the
 same results); the tools (a built runtime, the VGF host runtime, the dashboard's scripts) are
 linked where the user has them, and a test that needs one skips, saying why, where it is
-missing. Records and everything else start empty, so a pass means the same on a new machine."""
+missing. Records and everything else start empty, so a pass means the same on a new machine.
+
+Under pytest-xdist (``make test`` spreads the suite over the cores) the controller makes that
+cache and the table file, and its workers, which inherit its environment, use them: a model
+one worker exported or lowered is loaded from disk by the other, never computed twice."""
 
 import os
 import shutil
@@ -20,14 +24,17 @@ from layoutkit.files import cache_folder, cache_root
 
 SHARED_KINDS = ("exports", "prefixes")  # entries keyed by all they depend on: never stale, never another answer
 TOOL_KINDS = ("runtime", "vgf-host", "npm")
-_user_cache = cache_root()
-_suite_cache = Path(tempfile.mkdtemp(prefix="layoutbench-test-cache-"))
-for _kind in SHARED_KINDS + TOOL_KINDS:
-    if _kind in SHARED_KINDS:
-        cache_folder(_kind)  # made closed to others where missing, and refused where others can write it
-    if (_user_cache / _kind).is_dir():
-        (_suite_cache / _kind).symlink_to((_user_cache / _kind).resolve())
-os.environ["LAYOUTBENCH_CACHE_DIR"] = str(_suite_cache)
+# xdist sets this in a worker before it reads this file; the controller set up what follows.
+IN_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+if not IN_XDIST_WORKER:
+    _user_cache = cache_root()
+    _suite_cache = Path(tempfile.mkdtemp(prefix="layoutbench-test-cache-"))
+    for _kind in SHARED_KINDS + TOOL_KINDS:
+        if _kind in SHARED_KINDS:
+            cache_folder(_kind)  # made closed to others where missing, and refused where others can write it
+        if (_user_cache / _kind).is_dir():
+            (_suite_cache / _kind).symlink_to((_user_cache / _kind).resolve())
+    os.environ["LAYOUTBENCH_CACHE_DIR"] = str(_suite_cache)
 
 from harness import quiet  # noqa: E402
 
@@ -46,10 +53,11 @@ QUICK_ZOO = models.list_models(zoo="quick")
 # Transitions priced alike, operators not at all: ilp-time then solves as quickly as ilp on
 # every model. Tests of time itself (tests/test_gpu_time.py) put their own tables in force.
 TRANSITIONS_ONLY = CostTable("transitions only", PerOperatorModel({(TRANSITION, ANY, ANY): (0.005, 0.01)})).identified()
-_table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transitions-only.json")
-with open(_table, "wb") as _file:
-    _file.write(TRANSITIONS_ONLY.to_bytes())
-os.environ[COSTS_ENV] = _table  # the command line's default for --costs
+if not IN_XDIST_WORKER:
+    _table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transitions-only.json")
+    with open(_table, "wb") as _file:
+        _file.write(TRANSITIONS_ONLY.to_bytes())
+    os.environ[COSTS_ENV] = _table  # the command line's default for --costs
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -75,4 +83,5 @@ def no_runtime(monkeypatch, tmp_path_factory):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(_suite_cache, ignore_errors=True)  # the links only, not what they point to
+    if not IN_XDIST_WORKER:  # the controller ends last, once every worker is done with the cache
+        shutil.rmtree(_suite_cache, ignore_errors=True)  # the links only, not what they point to
