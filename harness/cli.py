@@ -169,6 +169,8 @@ def _parser() -> argparse.ArgumentParser:
     remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
     remote.add_argument("archive", help="the tar remote_runner.py wrote")
     remote.add_argument("--out", required=True, help="results directory for that machine's records")
+    remote.add_argument("--copy-programs", action="store_true", help="copy the programs and node maps into --out "
+                        "(default: links to them in RESULTS, which must then stay)")
     remote.add_argument("--format", choices=("table", "json", "csv"), default="table")
     remote.add_argument("--columns", help="table columns, as for run")
 
@@ -242,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     except MeasurementError as error:
         print(f"{PROGRAM}: failed: {error}", file=sys.stderr)
         return 1
-    except LayoutbenchError as error:
-        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+    except LayoutbenchError as error:  # one line per problem it names
+        print("\n".join(f"{PROGRAM}: error: {line}" for line in str(error).splitlines()), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROGRAM}: interrupted; finished records are kept, re-run to resume", file=sys.stderr)

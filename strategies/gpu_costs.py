@@ -346,6 +346,9 @@ def parse(body: bytes, name: str = "the table") -> CostTable:
 def load(path) -> CostTable:
     """The cost table in ``path``, read once: a caller keeps it, rather than reading the file again."""
     path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"cost table {path} is a directory: name the table's file in it (calibrate writes "
+                         "OUT/costs.json)")
     if not path.is_file():
         raise UsageError(f"cost table {path} does not exist; write one with `layoutbench calibrate`")
     return parse(path.read_bytes(), str(path))

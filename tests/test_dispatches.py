@@ -279,6 +279,42 @@ def test_an_import_whose_local_program_is_gone_says_so_and_imports_nothing(tmp_p
     assert not (tmp_path / "remote" / "records.jsonl").exists()
 
 
+def test_an_import_links_the_programs_it_measured_unless_asked_to_copy(tmp_path):
+    """The records of an import are the same whether its programs are linked (the default: no
+    program is copied) or copied; a link names the program in the results directory."""
+    results, archive = _ran_elsewhere(tmp_path)
+    linked = import_remote(results, archive, tmp_path / "linked")
+    copied = import_remote(results, archive, tmp_path / "copied", copy_programs=True)
+    drop = ("timestamp",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in linked] == [
+        {k: v for k, v in r.items() if k not in drop} for r in copied]
+    for strategy in RECORDED:
+        program = ResultsDir(tmp_path / "linked").program("synthetic_small", strategy)
+        for path in (program, ResultsDir.beside(program, "node_map")):
+            assert path.is_symlink() and path.resolve().is_relative_to(results.resolve())
+        copy = ResultsDir(tmp_path / "copied").program("synthetic_small", strategy)
+        assert not copy.is_symlink() and copy.read_bytes() == b"program"
+
+
+@pytest.mark.parametrize("archive, message", [
+    ("gone.tar", "archive {archive} does not exist: pass the tar remote_runner.py wrote"),
+    ("not-a-tar.tar", "{archive} is not a tar archive: pass the tar remote_runner.py wrote"),
+    ("no-summary.tar", "{archive} holds no remote.json that remote_runner.py wrote: pass the tar it made, whole"),
+    (".", "archive {archive} is a directory: pass the tar remote_runner.py wrote"),
+])
+def test_an_archive_that_is_not_remote_runners_tar_is_one_line(tmp_path, capsys, archive, message):
+    from harness import cli
+
+    results, _ = _ran_elsewhere(tmp_path)
+    (tmp_path / "not-a-tar.tar").write_text("ETDumps, honestly")
+    with tarfile.open(tmp_path / "no-summary.tar", "w") as tar:
+        tar.add(DATA / f"{RECORDED[0]}.etdump", "synthetic_small/x.etdump")
+    path = tmp_path / archive
+    assert cli.main(["import-remote", str(results), str(path), "--out", str(tmp_path / "remote")]) == 2
+    assert capsys.readouterr().err.splitlines() == ["layoutbench: error: " + message.format(archive=path)]
+    assert not (tmp_path / "remote").exists()
+
+
 def _ran_elsewhere(tmp_path) -> tuple[Path, Path]:
     """A results directory of the recorded programs and remote_runner.py's archive of their runs."""
     results, archive = tmp_path / "results", tmp_path / "remote.tar"

@@ -6,6 +6,7 @@ import pytest
 
 from harness import cli
 from harness.results.gate import DEFAULT_THRESHOLDS, GateError, Threshold, judge, parse_thresholds
+from harness.results.schema import bad_values
 from harness.results.store import RecordStore, make_record
 from strategies import _registry
 from tests.helpers.user_strategies import ShallowSearch
@@ -107,8 +108,8 @@ def test_a_metric_the_candidate_has_no_value_for_fails_the_gate_in_one_line_per_
                        make_record("m2", "s", "vulkan", "ok", transitions=3))
     assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
     err = capsys.readouterr().err.splitlines()
-    assert [line for line in err if "worse" in line] == [
-        "layoutbench: worse: m / s / vulkan: transitions 9 in the baseline, no value in the candidate: cannot compare"]
+    assert [line for line in err if "missing" in line] == [
+        "layoutbench: missing: m / s / vulkan: transitions 9 in the baseline, no value in the candidate: cannot compare"]
     assert err[-1].startswith("layoutbench: gate failed: 1 regressions")
 
 
@@ -192,3 +193,69 @@ def test_a_gate_on_a_mostly_fitted_prediction_says_so(tmp_path, capsys):
                      "--threshold", "predicted_gpu_ms=1%"]) == 1
     err = capsys.readouterr().err
     assert "fitted / s / vulkan: predicted_gpu_ms 4 -> 4.2 (threshold 1%); mostly fitted: 10 % measured" in err
+
+
+@pytest.mark.parametrize("unreadable", [float("nan"), None], ids=["nan", "null"])
+def test_a_metric_the_baseline_has_no_value_for_fails_the_gate_in_one_line(tmp_path, capsys, unreadable):
+    """Measured as nothing in the baseline (null, NaN) is no pass; a metric the baseline does not
+    hold at all (an earlier schema, another target) is not compared."""
+    baseline = _write(tmp_path / "b", make_record("m", "s", "vulkan", "ok", transitions=unreadable),
+                      make_record("m2", "s", "vulkan", "ok", transitions=3))
+    candidate = _write(tmp_path / "c", make_record("m", "s", "vulkan", "ok", transitions=1000),
+                       make_record("m2", "s", "vulkan", "ok", transitions=3, transition_bytes=100))
+    assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "missing" in line] == [
+        "layoutbench: missing: m / s / vulkan: transitions 1,000 in the candidate, no value in the baseline: "
+        "cannot compare"]
+    assert err[-1].startswith("layoutbench: gate failed: 1 regressions")
+
+
+# Values no count or size can have, each as a candidate's transitions (or bytes): what the gate says.
+IMPOSSIBLE = {
+    "negative count": ({"transitions": -1}, "transitions is -1, negative, which a count never is"),
+    "negative size": ({"transition_bytes": -30720}, "transition_bytes is -30720, negative, which a size never is"),
+    "boolean": ({"transitions": True}, "transitions is True, not a number"),
+    "a string": ({"transitions": "nine"}, "transitions is 'nine', not a number"),
+    "beyond a float": ({"transitions": 10 ** 400}, "transitions is an integer of 401 digits, beyond a float"),
+    "newer schema": ({"schema_version": 99}, "schema_version is 99, written by a newer layoutbench (this one "
+                                             "reads up to 2): read it with that version"),
+}
+
+
+def _lines(directory, *records) -> None:
+    directory.mkdir()
+    (directory / "records.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+@pytest.mark.parametrize("impossible", IMPOSSIBLE)
+@pytest.mark.parametrize("command", ["gate", "report", "run"])
+def test_an_impossible_value_is_one_line_naming_file_and_line_exit_2(tmp_path, capsys, impossible, command):
+    fields, problem = IMPOSSIBLE[impossible]
+    good = make_record(MODEL, "bfs-downstream", "vulkan", "ok", transitions=9, transition_bytes=30720)
+    _lines(tmp_path / "b", good)
+    _lines(tmp_path / "c", good, {**good, **fields})
+    argv = {"gate": ["gate", "--baseline", str(tmp_path / "b"), "--candidate", str(tmp_path / "c")],
+            "report": ["report", str(tmp_path / "c")],
+            "run": ["run", "--models", MODEL, "--strategies", "bfs-downstream", "--out", str(tmp_path / "c")]}
+    assert cli.main(argv[command]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: {tmp_path / 'c' / 'records.jsonl'}:2: {problem}; "
+                                       "correct or delete that line\n")
+
+
+def test_every_impossible_record_of_both_files_gets_its_line(tmp_path, capsys):
+    good = make_record(MODEL, "s", "vulkan", "ok", transitions=9)
+    _lines(tmp_path / "b", good, {**good, "strategy": "t", "transitions": "many"})
+    _lines(tmp_path / "c", {**good, "transitions": -1}, good, {**good, "strategy": "t", "transitions": True})
+    assert cli.main(["gate", "--baseline", str(tmp_path / "b"), "--candidate", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"layoutbench: error: {tmp_path / 'b' / 'records.jsonl'}:2: transitions is 'many', not a number; "
+        "correct or delete that line",
+        f"layoutbench: error: {tmp_path / 'c' / 'records.jsonl'}:1: transitions is -1, negative, which a count "
+        "never is; correct or delete that line",
+        f"layoutbench: error: {tmp_path / 'c' / 'records.jsonl'}:3: transitions is True, not a number; "
+        "correct or delete that line"]
+
+
+def test_a_boolean_metric_may_be_a_boolean():
+    assert bad_values(make_record(MODEL, "ilp", "vulkan", "ok", optimal=True, top1_match=False)) == []

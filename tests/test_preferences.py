@@ -103,7 +103,7 @@ def test_a_file_that_is_not_a_table_or_a_table_without_probes_is_one_line(tmp_pa
     table.probes = {}
     no_probes.write_bytes(table.identified().to_bytes())
     for path, says in ((not_a_table, "is not a cost table"), (no_probes, "has no probes"),
-                       (tmp_path / "missing.json", "does not exist")):
+                       (tmp_path / "missing.json", "does not exist"), (tmp_path, "is a directory: name the table's")):
         assert cli.main(["preferences", str(path)]) == 2
         captured = capsys.readouterr()
         assert captured.out == ""

@@ -18,6 +18,7 @@ from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
 from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.sweep.workers import JobTracker, crash_site, crashed
+from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore
 
 from .helpers.sweep_events import SweepEvents
@@ -202,6 +203,10 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive
     assert len(store.read()) == 1
+    if kill == signal.SIGKILL:  # the sweep had no chance to remove its workers' logs: the next one does
+        subprocess.run(command[:-1] + [str(tmp_path), "--strategies", "bfs-downstream"], capture_output=True,
+                       timeout=300, check=True)
+    assert not ResultsDir(tmp_path).worker_crash_logs(), "no worker's empty crash log is left"
 
 
 def test_a_worker_running_other_code_than_planned_fails_the_record():

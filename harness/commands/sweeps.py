@@ -27,7 +27,7 @@ def gate(args) -> int:
         what = row.note if row.verdict == "missing" else (
             f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})"
             + (f"; {row.note}" if isinstance(row.note, str) else ""))
-        print(f"{PROGRAM}: worse: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
+        print(f"{PROGRAM}: {row.verdict}: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
     verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
     print(f"{PROGRAM}: {verdict} ({args.candidate} vs {args.baseline})", file=sys.stderr)
     return 1 if len(failing) else 0

@@ -12,7 +12,7 @@ from harness.commands.output import render_records
 def import_remote(args) -> int:
     from harness.targets.vulkan.remote_import import import_remote
 
-    records = import_remote(args.results, args.archive, args.out)
+    records = import_remote(args.results, args.archive, args.out, args.copy_programs)
     print(render_records(records, args.format, args.columns))
     failed = [r for r in records if r["status"] == "failed"]
     for record in failed:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness.results.schema import IDENTITY_KEYS, METRICS, default_thresholds, higher_is_better
 from harness.results.frames import frame
-from harness.results.store import RecordStore, latest
+from harness.results.store import MalformedRecordError, RecordStore, latest
 from harness.results.table import format_number
 from layoutkit.errors import UsageError
 
@@ -75,25 +75,39 @@ def parse_thresholds(text: str) -> list[Threshold]:
     return thresholds
 
 
+VALUELESS = "_valueless"  # a record's metrics held with no value (null, NaN): measured as nothing,
+# where a metric a record does not hold at all was not measured (an older schema, another target)
+
+
 def _records(directory: str | Path, role: str) -> pd.DataFrame:
     store = RecordStore(directory)
     if not store.path.exists():
         raise GateError(f"{role} directory {directory} has no {store.path.name}; write it with layoutbench run --out")
-    records = frame(latest(store.read()))
-    if records.empty:
+    records = latest(store.read())
+    if not records:
         raise GateError(f"{role} results {store.path} hold no records")
-    return records.set_index(list(IDENTITY_KEYS))
+    valueless = [{m for m in METRICS if m in record and _no_value(record[m])} for record in records]
+    return frame(records).assign(**{VALUELESS: valueless}).set_index(list(IDENTITY_KEYS))
+
+
+def _no_value(value) -> bool:
+    return value is None or pd.isna(value)
 
 
 def _value(record: pd.Series, metric: str):
     value = record.get(metric)
-    return None if value is None or pd.isna(value) else float(value)
+    return None if _no_value(value) else float(value)
+
+
+def _measured_for_gating(record: pd.Series, metric: str) -> bool:
+    """Whether ``record`` measured ``metric`` the way the schema requires for gating it."""
+    condition = METRICS[metric].gated_where
+    return condition is None or record.get(condition[0]) == condition[1]
 
 
 def _gated(record: pd.Series, metric: str) -> float | None:
     """``metric`` of ``record`` where it has a value measured the way the schema requires for gating it."""
-    condition = METRICS[metric].gated_where
-    return _value(record, metric) if condition is None or record.get(condition[0]) == condition[1] else None
+    return _value(record, metric) if _measured_for_gating(record, metric) else None
 
 
 def _why_not_gated(record: pd.Series, metric: str) -> str:
@@ -122,11 +136,19 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
     """One row per (model, strategy, target, metric) gated, with the verdict.
 
     Verdicts: ``ok``, ``better``, ``worse`` (past the threshold), ``missing`` (the candidate
-    has no ok record where the baseline has one, or no value to compare where the baseline
-    has one), ``new`` (only the candidate has it).
+    has no ok record where the baseline has one, or one side has no value to compare where the
+    other has one), ``new`` (only the candidate has it). Records no reader can use, in either
+    directory, raise one :class:`MalformedRecordError` naming each.
     """
-    baseline = _records(baseline_dir, "baseline")
-    candidate = _records(candidate_dir, "candidate")
+    read, malformed = {}, []
+    for role, directory in (("baseline", baseline_dir), ("candidate", candidate_dir)):
+        try:
+            read[role] = _records(directory, role)
+        except MalformedRecordError as error:
+            malformed.append(str(error))
+    if malformed:
+        raise MalformedRecordError("\n".join(malformed))
+    baseline, candidate = read["baseline"], read["candidate"]
     rows = []
     for key, base in baseline[baseline["status"] == "ok"].iterrows():
         identity = dict(zip(IDENTITY_KEYS, key))
@@ -136,21 +158,26 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
             rows.append({**identity, "metric": "status", "verdict": "missing", "note": reason})
             continue
         for threshold in thresholds:
-            before, after = _gated(base, threshold.metric), _gated(cand, threshold.metric)
+            metric = threshold.metric
+            before, after = _gated(base, metric), _gated(cand, metric)
             if before is None:
+                if after is not None and metric in base[VALUELESS] and _measured_for_gating(base, metric):
+                    rows.append({**identity, "metric": metric, "candidate": after, "verdict": "missing",
+                                 "note": f"{metric} {format_number(after)} in the candidate, no value in the "
+                                         "baseline: cannot compare"})
                 continue
             if after is None:
-                rows.append({**identity, "metric": threshold.metric, "baseline": before, "verdict": "missing",
-                             "note": f"{threshold.metric} {format_number(before)} in the baseline, "
-                                     f"{_why_not_gated(cand, threshold.metric)} in the candidate: cannot compare"})
+                rows.append({**identity, "metric": metric, "baseline": before, "verdict": "missing",
+                             "note": f"{metric} {format_number(before)} in the baseline, "
+                                     f"{_why_not_gated(cand, metric)} in the candidate: cannot compare"})
                 continue
             verdict = "ok" if threshold.allows(before, after) else "worse"
             if verdict == "ok" and threshold.worsening(before, after) < 0:
                 verdict = "better"
             rows.append({
-                **identity, "metric": threshold.metric, "baseline": before, "candidate": after,
+                **identity, "metric": metric, "baseline": before, "candidate": after,
                 "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
-                "threshold": str(threshold), "verdict": verdict, "note": _trust(cand, threshold.metric),
+                "threshold": str(threshold), "verdict": verdict, "note": _trust(cand, metric),
             })
     for key in candidate.index.difference(baseline.index[baseline["status"] == "ok"]):
         if candidate.loc[key, "status"] == "ok":

@@ -18,6 +18,7 @@
 alone on another machine, it cannot import this module.
 """
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -52,6 +53,17 @@ class ResultsDir:
     def worker_crash_log(self, sweep_pid: int, worker: int) -> Path:
         """Where a running worker's faulthandler writes, until the sweep names it for its record."""
         return self.logs / f".worker-{sweep_pid}-{worker}.crash.log"
+
+    def worker_crash_logs(self) -> list[Path]:
+        """Every worker's crash log not yet named for a record (see :meth:`worker_crash_log`)."""
+        return sorted(self.logs.glob(".worker-*.crash.log"))
+
+
+def remove_if_empty(crash_log: Path) -> None:
+    """A worker's crash log, gone where nothing was written to it (a worker killed, not crashed)."""
+    with contextlib.suppress(OSError):
+        if crash_log.stat().st_size == 0:
+            crash_log.unlink()
 
     def program(self, model: str, strategy: str) -> Path:
         """A strategy's program for a model; the files beside it: :meth:`beside`."""

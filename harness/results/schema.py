@@ -12,6 +12,7 @@ Records carry ``schema_version``; :func:`upgrade` reads records of earlier versi
 """
 
 import math
+import sys
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 2
@@ -174,9 +175,33 @@ def well_formed(record: dict) -> bool:
             and not any(isinstance(record.get(name), float) and math.isinf(record[name]) for name in METRICS))
 
 
-def not_a_number(record: dict) -> str | None:
-    """The first metric of the schema whose value in ``record`` is neither a number nor null."""
-    return next((name for name in METRICS if not isinstance(record.get(name), (int, float, type(None)))), None)
+SIZE_UNITS = ("count", "bytes", "cycles")  # a count or a size, which is never negative
+
+
+def bad_value(name: str, value) -> str | None:
+    """Why ``value`` cannot be metric ``name``'s (null and NaN are no value, not a bad one), or None:
+    a metric is a number a float holds (a boolean only where its unit is one), and a count or
+    a size is never negative."""
+    unit = METRICS[name].unit
+    if value is None or (isinstance(value, bool) and unit == "bool"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{value!r}, not a number"
+    if isinstance(value, int) and abs(value) > sys.float_info.max:
+        return f"an integer of {len(str(abs(value)))} digits, beyond a float"
+    if unit in SIZE_UNITS and value < 0:
+        return f"{value!r}, negative, which a {'count' if unit == 'count' else 'size'} never is"
+    return None
+
+
+def bad_values(record: dict) -> list[str]:
+    """What no reader can use in ``record``, a phrase each: a metric's bad value (see
+    :func:`bad_value`), or a schema version newer than this code reads."""
+    problems = [f"{name} is {why}" for name in METRICS if (why := bad_value(name, record.get(name)))]
+    if record.get("schema_version", 1) > SCHEMA_VERSION:
+        problems.append(f"schema_version is {record['schema_version']}, written by a newer layoutbench (this one "
+                        f"reads up to {SCHEMA_VERSION}): read it with that version")
+    return problems
 
 
 def metric_columns(columns) -> list[str]:

@@ -24,8 +24,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.results.results_dir import ResultsDir
-from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, not_a_number, upgrade, well_formed
+from harness.results.results_dir import ResultsDir, remove_if_empty
+from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, bad_values, upgrade, well_formed
 from layoutkit.errors import UsageError, write_error
 from layoutkit.files import file_lock
 
@@ -45,7 +45,8 @@ def key(record: dict) -> tuple:
 
 
 class MalformedRecordError(UsageError):
-    """A record whose metric is not a number: no table, report or gate can use it."""
+    """Records no table, report or gate can use (a metric that is not a number, a schema version
+    newer than this code): one line each."""
 
 
 class ResultsBusyError(UsageError):
@@ -95,10 +96,11 @@ class RecordStore:
     def read(self) -> list[dict]:
         """The records, in the order written. A line that holds no record (cut short by a
         kill, written by hand or by another tool, a field no reader could use) is skipped and
-        named on stderr; a record whose metric is not a number raises :class:`MalformedRecordError`."""
+        named on stderr; records with values no reader can use (:func:`~harness.results.schema.bad_values`)
+        raise :class:`MalformedRecordError`, naming every such line."""
         if not self.path.exists():
             return []
-        records, skipped = [], []
+        records, skipped, malformed = [], [], []
         with self.path.open() as lines:
             for number, line in enumerate(lines, 1):
                 if not line.strip():
@@ -107,16 +109,16 @@ class RecordStore:
                 if record is None:
                     skipped.append(number)
                     continue
-                metric = not_a_number(record)
-                if metric:
-                    raise MalformedRecordError(f"{self.path}:{number}: {metric} is {record[metric]!r}, not a number; "
-                                               "correct or delete that line")
+                malformed += [f"{self.path}:{number}: {problem}; correct or delete that line"
+                              for problem in bad_values(record)]
                 records.append(record)
         if skipped and skipped != self._reported:  # once per reader, not at each of a sweep's reads
             self._reported = skipped
             lines = f"{len(skipped)} lines are not records" if len(skipped) > 1 else "1 line is not a record"
             print(f"layoutbench: {self.path}: {lines} (line{'s' * (len(skipped) > 1)} {_line_numbers(skipped)}); "
                   "skipped", file=sys.stderr)
+        if malformed:
+            raise MalformedRecordError("\n".join(malformed))
         return records
 
     @contextlib.contextmanager
@@ -148,10 +150,17 @@ class RecordStore:
             handle.truncate(0)
             handle.write(json.dumps(_this_process()))
             handle.flush()
+            self._remove_empty_crash_logs()
             try:
                 yield
             finally:
                 handle.truncate(0)
+
+    def _remove_empty_crash_logs(self) -> None:
+        """Workers' crash logs left empty by a sweep killed before it could remove them: no other
+        sweep writes here now, so no worker of one still writes them."""
+        for log in self.layout.worker_crash_logs():
+            remove_if_empty(log)
 
     def append(self, record: dict) -> dict:
         """Write ``record`` as the file's last line; the record as JSON gives it back (lists

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.results.results_dir import ResultsDir
+from harness.results.results_dir import ResultsDir, remove_if_empty
 from harness.sweep import fork_server
 from harness.sweep.events import BuildingModel, Measuring, Recorded, WorkerEvent
 from harness.sweep.job import Job, run_job
@@ -128,13 +128,14 @@ class InProcess:
             run_job(job, lambda event: handle(tracker.on(event)))
 
 
-def _exit_with(sweep_pid: int) -> None:
+def _exit_with(sweep_pid: int, crash_log: Path) -> None:
     """End this worker when the sweep that started it is gone (killed with no chance to end it)."""
     while True:
         time.sleep(2 * POLL_SECONDS)
         try:
             os.kill(sweep_pid, 0)
         except ProcessLookupError:
+            remove_if_empty(crash_log)
             os._exit(1)
 
 
@@ -142,7 +143,7 @@ def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
     # Forked from the sweep itself (see fork_server.fork_from_here), it may have inherited a
     # progress display's stand-ins for the streams: its output goes to the real ones.
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    threading.Thread(target=_exit_with, args=(sweep_pid,), daemon=True).start()
+    threading.Thread(target=_exit_with, args=(sweep_pid, Path(crash_log)), daemon=True).start()
     with open(crash_log, "w") as log:
         faulthandler.enable(file=log)
         run_job(job, connection.send, wait_turn=connection.recv)
@@ -194,6 +195,7 @@ class LocalWorkers:
             for worker in running:
                 worker.process.kill()
                 worker.process.join()
+                remove_if_empty(worker.crash_log)
 
     def _start(self, context, job: Job) -> _Running:
         ours, workers = context.Pipe()

@@ -56,13 +56,47 @@ def _name(record: dict) -> str:
     return str(ResultsDir(".").program(record["model"], record["strategy"]))
 
 
-def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
-    """The records of ``archive`` (remote_runner.py's tar of ``results``' programs) in ``out``."""
-    results, out = Path(results), Path(out)
+def _summary(tar: tarfile.TarFile, archive: Path) -> dict:
+    """``remote.json`` of remote_runner.py's tar, or a one-line error saying what the tar is not."""
+    try:
+        member = tar.extractfile(REMOTE_SUMMARY)
+        return json.load(member)
+    except (KeyError, ValueError, AttributeError, tarfile.TarError):
+        raise UsageError(f"{archive} holds no {REMOTE_SUMMARY} that remote_runner.py wrote: pass the tar it "
+                         "made, whole") from None
+
+
+def _open(archive: Path) -> tarfile.TarFile:
+    try:
+        return tarfile.open(archive)
+    except FileNotFoundError:
+        raise UsageError(f"archive {archive} does not exist: pass the tar remote_runner.py wrote") from None
+    except IsADirectoryError:
+        raise UsageError(f"archive {archive} is a directory: pass the tar remote_runner.py wrote") from None
+    except tarfile.TarError:
+        raise UsageError(f"{archive} is not a tar archive: pass the tar remote_runner.py wrote") from None
+    except OSError as error:
+        raise UsageError(f"cannot read archive {archive}: {error.strerror}") from None
+
+
+def _place(source: Path, target: Path, copy: bool) -> None:
+    """``source`` at ``target``: a copy, or a link to it (the programs stay in the results
+    directory they were made in; an import needs only their node maps and the ETDumps)."""
+    target.unlink(missing_ok=True)
+    if copy:
+        shutil.copyfile(source, target)
+    else:
+        target.symlink_to(source.resolve())
+
+
+def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool = False) -> list[dict]:
+    """The records of ``archive`` (remote_runner.py's tar of ``results``' programs) in ``out``;
+    its programs and node maps linked there from ``results`` (copied with ``copy_programs``)."""
+    results, out, archive = Path(results), Path(out), Path(archive)
     if out.resolve() == results.resolve():
         raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
-    with tarfile.open(archive) as tar:
-        summary = json.load(tar.extractfile(REMOTE_SUMMARY))
+    with _open(archive) as tar:
+        summary = _summary(tar, archive)
         local = [r for r in latest(RecordStore(results).read())
                  if r["target"] == "vulkan-run" and r["status"] == "ok" and _name(r) in summary["programs"]]
         for record in local:
@@ -74,8 +108,8 @@ def import_remote(results: Path, archive: Path, out: Path) -> list[dict]:
                     raise UsageError(f"{needed} is missing: import into the results directory the archive's "
                                      "programs were packed from, as it was then")
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-            shutil.copyfile(node_map, ResultsDir.beside(target, "node_map"))
+            _place(source, target, copy_programs)
+            _place(node_map, ResultsDir.beside(target, "node_map"), copy_programs)
         etdumps = [m for m in tar.getmembers() if m.name.endswith(ResultsDir.PROGRAM_SUFFIXES["etdump"])]
         tar.extractall(out, members=etdumps, filter="data")
     store = RecordStore(out)
