@@ -242,6 +242,19 @@ def test_a_command_on_a_cache_others_can_write_stops_with_one_line(cache_dir, tm
         f"layoutbench: error: {cache_dir} can be written by other users (mode 777), who could plant in the cache "
         "what runs as you: chmod go-w it if it is yours, another cache (LAYOUTBENCH_CACHE_DIR), or "
         f"{TRUST_SHARED_ENV}=1 if all who can write it are trusted"]
+    assert not (tmp_path / "out").exists(), "a refused run makes nothing"
+
+
+def test_serve_on_a_cache_of_another_users_is_one_line(cache_dir):
+    cache_dir.mkdir()
+    _another_users(cache_dir)
+    refused = subprocess.run([str(LAYOUTBENCH), "serve"], capture_output=True, text=True, timeout=120,
+                             env={k: v for k, v in os.environ.items() if k != TRUST_SHARED_ENV})
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        f"layoutbench: error: {cache_dir} belongs to another user (uid 65534), who could plant in the cache what "
+        f"runs as you: chmod go-w it if it is yours, another cache (LAYOUTBENCH_CACHE_DIR), or {TRUST_SHARED_ENV}=1 "
+        "if all who can write it are trusted"]
 
 
 def test_the_warm_servers_log_is_never_opened_through_a_link(cache_dir, tmp_path):

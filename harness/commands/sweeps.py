@@ -42,7 +42,9 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
     from harness.sweep.execution import Execution
     from harness.sweep.planning import run_sweep
     from harness.targets import MeasureContext, RunSettings
+    from layoutkit.files import cache_folder
 
+    cache_folder()  # a cache others could write is refused before the results directory is made
     store = RecordStore(args.out)
     from strategies import gpu_costs
 

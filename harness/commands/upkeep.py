@@ -102,7 +102,9 @@ def _describe_server(answer: dict) -> str:
 def serve(args) -> int:
     from harness.errors import UsageError
     from harness.warm import client
+    from layoutkit.files import cache_folder
 
+    cache_folder()  # a cache others could write is refused before a server is started on it
     socket_path, log = client.server_files()
     try:
         if args.stop or args.status:
