@@ -58,13 +58,6 @@ class ResultsDir:
         """Every worker's crash log not yet named for a record (see :meth:`worker_crash_log`)."""
         return sorted(self.logs.glob(".worker-*.crash.log"))
 
-
-def remove_if_empty(crash_log: Path) -> None:
-    """A worker's crash log, gone where nothing was written to it (a worker killed, not crashed)."""
-    with contextlib.suppress(OSError):
-        if crash_log.stat().st_size == 0:
-            crash_log.unlink()
-
     def program(self, model: str, strategy: str) -> Path:
         """A strategy's program for a model; the files beside it: :meth:`beside`."""
         return self.root / "programs" / model.replace("/", "_") / f"{_file_name(strategy)}.pte"
@@ -76,3 +69,10 @@ def remove_if_empty(crash_log: Path) -> None:
 
     def profile_chart(self, model: str, strategies: list[str]) -> Path:
         return self.root / f"profile-{model}-{'-vs-'.join(strategies)}.png".replace(":", ".")
+
+
+def remove_if_empty(crash_log: Path) -> None:
+    """A worker's crash log, gone where nothing was written to it (a worker killed, not crashed)."""
+    with contextlib.suppress(OSError):
+        if crash_log.stat().st_size == 0:
+            crash_log.unlink()
