@@ -113,7 +113,7 @@ def _gated(record: pd.Series, metric: str) -> float | None:
 def _why_not_gated(record: pd.Series, metric: str) -> str:
     """Why a candidate record's ``metric`` cannot be compared (see :func:`_gated`)."""
     value, condition = record.get(metric), METRICS[metric].gated_where
-    if value is None or pd.isna(value):
+    if _no_value(value):
         return "no value"
     return f"{condition[0]} {record.get(condition[0])!r} (not {condition[1]!r})"
 
