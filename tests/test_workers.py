@@ -168,6 +168,14 @@ def _lines_of(stream) -> queue.Queue:
     return lines
 
 
+def _rest_of(lines: queue.Queue, timeout: float) -> list[str]:
+    """The lines of ``lines`` to its end, which must come within ``timeout`` seconds."""
+    rest = []
+    while (line := lines.get(timeout=timeout)) is not None:
+        rest.append(line)
+    return rest
+
+
 def _wait_for_line(lines: queue.Queue, text: str, timeout: float) -> bool:
     """Whether a line holding ``text`` comes within ``timeout`` seconds, before the stream ends."""
     deadline = time.monotonic() + timeout
@@ -202,6 +210,7 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
         assert _wait_for_line(stderr, "interrupted; finished records are kept", timeout=60)
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive
+    assert not [line for line in _rest_of(stderr, timeout=30) if "Traceback" in line], "a worker printed a traceback"
     assert len(store.read()) == 1
     if kill == signal.SIGKILL:  # the sweep had no chance to remove its workers' logs: the next one does
         subprocess.run(command[:-1] + [str(tmp_path), "--strategies", "bfs-downstream"], capture_output=True,

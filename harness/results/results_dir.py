@@ -54,9 +54,10 @@ class ResultsDir:
         """Where a running worker's faulthandler writes, until the sweep names it for its record."""
         return self.logs / f".worker-{sweep_pid}-{worker}.crash.log"
 
-    def worker_crash_logs(self) -> list[Path]:
-        """Every worker's crash log not yet named for a record (see :meth:`worker_crash_log`)."""
-        return sorted(self.logs.glob(".worker-*.crash.log"))
+    def worker_crash_logs(self, sweep_pid: int | None = None) -> list[Path]:
+        """Every worker's crash log not yet named for a record (see :meth:`worker_crash_log`),
+        or those of the sweep ``sweep_pid``."""
+        return sorted(self.logs.glob(f".worker-{sweep_pid or '*'}-*.crash.log"))
 
     def program(self, model: str, strategy: str) -> Path:
         """A strategy's program for a model; the files beside it: :meth:`beside`."""

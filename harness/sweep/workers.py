@@ -146,8 +146,9 @@ def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
     threading.Thread(target=_exit_with, args=(sweep_pid, Path(crash_log)), daemon=True).start()
     with open(crash_log, "w") as log:
         faulthandler.enable(file=log)
-        run_job(job, connection.send, wait_turn=connection.recv)
-    os.remove(crash_log)
+        with contextlib.suppress(EOFError, BrokenPipeError):  # the sweep is gone: no one is left to tell
+            run_job(job, connection.send, wait_turn=connection.recv)
+    Path(crash_log).unlink(missing_ok=True)  # the sweep may have removed it, empty, as it ended
 
 
 class _Running:
@@ -176,7 +177,7 @@ class LocalWorkers:
         try:
             while pending or running:
                 while pending and len(running) < self.count + early:
-                    running.append(self._start(context, pending.popleft()))
+                    self._start(context, pending.popleft(), running)
                 self._give_turns(running)
                 wait([r.connection for r in running] + [r.process.sentinel for r in running], POLL_SECONDS)
                 for worker in list(running):
@@ -193,21 +194,28 @@ class LocalWorkers:
                         pending.appendleft(rest)
         finally:
             for worker in running:
-                worker.process.kill()
-                worker.process.join()
-                remove_if_empty(worker.crash_log)
+                if worker.process.pid is not None:  # not one an interrupt came before it started
+                    worker.process.kill()
+                    worker.process.join()
+            # every log of this sweep's workers: one in the fork server's hands as an interrupt
+            # came ends itself when it finds the sweep gone (see _worker_main), its log empty
+            for results_dir in {job.context.results_dir for job in jobs}:
+                for log in ResultsDir(results_dir).worker_crash_logs(os.getpid()):
+                    remove_if_empty(log)
 
-    def _start(self, context, job: Job) -> _Running:
+    def _start(self, context, job: Job, running: list[_Running]) -> None:
+        """A worker for ``job``, in ``running`` before it starts: an interrupt that comes as it
+        starts still finds it to end."""
         ours, workers = context.Pipe()
         self._started += 1
         crash_log = ResultsDir(job.context.results_dir).worker_crash_log(os.getpid(), self._started)
         crash_log.parent.mkdir(parents=True, exist_ok=True)
         process = context.Process(target=_worker_main, args=(job, workers, str(crash_log), os.getpid()),
                                   daemon=True)
+        running.append(_Running(process, ours, job, crash_log))
         with fork_server.FORK_LOCK:
             process.start()
         workers.close()
-        return _Running(process, ours, job, crash_log)
 
     def _give_turns(self, running: list[_Running]) -> None:
         """A turn to each waiting worker, in the order they started, while fewer than ``count``
