@@ -1,8 +1,10 @@
 """Exhaustive search over a LayoutProblem: the reference the ILP is held to.
 
 Depth-first over every tensor and use choice in graph order (sources before their uses),
-rejecting partial assignments that break a sync group, and cutting branches whose clone
-cost already reaches the best complete assignment found. Independent of the ILP: no
+rejecting partial assignments that break a sync group, cutting branches whose cost already
+reaches the best complete assignment found, and those that reach a state the rest of the
+search depends on (the earlier choices it still reads, the transitions already made of
+tensors it still reads) at no less cost than before. Independent of the ILP: no
 linearisation, no solver.
 """
 
@@ -12,14 +14,42 @@ from strategies.layout_problem import DEFAULT_REPR, LayoutProblem, packed_dim_in
 
 
 def _decision_order(problem: LayoutProblem) -> list:
-    order = [("tensor", k) for k in problem.tensors if k[0] not in problem.op_outputs]
+    """Operators in graph order: each use after its sources, a graph input or constant just
+    before its first use (so few choices are held open at once), an operator's outputs last."""
+    order = []
     uses_of: dict[str, list[int]] = {}
     for index, use in enumerate(problem.uses):
         uses_of.setdefault(use.op, []).append(index)
     for op_name, outputs in problem.op_outputs.items():
-        order += [("use", i) for i in uses_of.get(op_name, [])]
+        for index in uses_of.get(op_name, []):
+            order += [("tensor", k) for k in problem.uses[index].sources
+                      if k[0] not in problem.op_outputs and ("tensor", k) not in order]
+            order.append(("use", index))
         order += [("tensor", k) for k in outputs]
-    return order
+    return order + [("tensor", k) for k in problem.tensors if ("tensor", k) not in order]
+
+
+def _needed_until(problem: LayoutProblem, order: list, objective: str) -> tuple[dict, dict]:
+    """For each member, the last position whose choice or cost reads its choice; for each
+    tensor, the last position of a use of it (whose transitions it shares)."""
+    position = {member: index for index, member in enumerate(order)}
+    needed: dict = {}
+    last_use: dict = {}
+    for index, member in enumerate(order):
+        if member[0] == "use":
+            for source in problem.uses[member[1]].sources:
+                needed[("tensor", source)] = last_use[source] = index
+    for group in problem.sync_groups:
+        last = max(position[m] for m in group.members)
+        for member in group.members:
+            needed[member] = max(needed.get(member, -1), last)
+    if objective == "time":  # an operator is priced by its primary use's choice, with its first output
+        for op, outputs in problem.op_outputs.items():
+            primary = problem.operators[op].primary_use
+            if primary is not None:
+                use = ("use", primary)
+                needed[use] = max(needed.get(use, -1), position[("tensor", outputs[0])])
+    return needed, last_use
 
 
 def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> float:
@@ -31,10 +61,15 @@ def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> flo
     for group in problem.sync_groups:
         for member in group.members:
             groups_of.setdefault(member, []).append(group.members)
+    needed, last_use = _needed_until(problem, order, objective)
+    # What the rest of the search depends on at each position: the choices it still reads,
+    # and which tensors still to be read already have a transition (a later use shares it).
+    live = [[m for m in order[:index] if needed.get(m, -1) >= index] for index in range(len(order))]
 
     chosen: dict = {}
-    clones: dict = {}  # (source, repr) -> number of uses needing it
+    clones: set = set()  # (source, repr): a transition made
     state = {"cost": 0.0, "best": math.inf}
+    least_cost_at: dict = {}  # what the rest depends on -> the least cost it was reached with
 
     def clone_cost(source, representation) -> float:
         if objective != "time":
@@ -59,7 +94,6 @@ def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> flo
     def candidates(member) -> list:
         kind, ref = member
         domain = problem.domain_of(member)
-        # Cheap choices first, so good complete assignments are found early.
         preferred = DEFAULT_REPR if kind == "tensor" else chosen[("tensor", problem.uses[ref].sources[0])]
         return sorted(domain, key=lambda r: r != preferred)
 
@@ -69,28 +103,30 @@ def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> flo
         if position == len(order):
             state["best"] = state["cost"]
             return
+        # Reached before at no greater cost with the same earlier choices still read and
+        # transitions still shared: every completion from here was weighed then.
+        key = (position, tuple(chosen[m] for m in live[position]),
+               frozenset(pair for pair in clones if last_use.get(pair[0], -1) >= position))
+        if least_cost_at.get(key, math.inf) <= state["cost"]:
+            return
+        least_cost_at[key] = state["cost"]
         member = order[position]
         for representation in candidates(member):
             chosen[member] = representation
             own = node_cost(member)
-            state["cost"] += own
             added = []
             if member[0] == "use":
                 for source in problem.uses[member[1]].sources:
-                    if chosen[("tensor", source)] != representation:
-                        pair = (source, representation)
-                        if pair not in clones:
-                            state["cost"] += clone_cost(source, representation)
-                        clones[pair] = clones.get(pair, 0) + 1
+                    pair = (source, representation)
+                    if chosen[("tensor", source)] != representation and pair not in clones:
+                        own += clone_cost(source, representation)
+                        clones.add(pair)
                         added.append(pair)
+            state["cost"] += own
             if consistent(member):
                 visit(position + 1)
-            for pair in added:
-                clones[pair] -= 1
-                if not clones[pair]:
-                    del clones[pair]
-                    state["cost"] -= clone_cost(pair[0], pair[1])
             state["cost"] -= own
+            clones.difference_update(added)
             del chosen[member]
 
     visit(0)
