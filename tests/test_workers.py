@@ -1,12 +1,11 @@
 """Each model is measured in a worker process: a crash, a kill or a limit there fails the
 measurement it hit, names the signal or the limit, and the sweep goes on."""
 
-import queue
+import os
 import signal
 import subprocess
 import sys
-import threading
-import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -21,6 +20,7 @@ from harness.sweep.workers import JobTracker, crash_site, crashed
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore
 
+from .helpers.streams import lines_of, rest_of, wait_for_line
 from .helpers.sweep_events import SweepEvents
 from .helpers.user_strategies import waiting_for_a_cache_read
 
@@ -155,51 +155,15 @@ def test_isolated_and_in_process_sweeps_agree(tmp_path, workers):
         ("bfs-downstream", "ok", 9), ("all-width-packed", "ok", isolated[1]["transitions"])]
 
 
-def _lines_of(stream) -> queue.Queue:
-    """The lines of ``stream`` as they come (None at its end), read by a thread of their own."""
-    lines: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        for line in stream:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    return lines
-
-
-def _rest_of(lines: queue.Queue, timeout: float) -> list[str]:
-    """The lines of ``lines`` to its end, which must come within ``timeout`` seconds."""
-    rest = []
-    while (line := lines.get(timeout=timeout)) is not None:
-        rest.append(line)
-    return rest
-
-
-def _wait_for_line(lines: queue.Queue, text: str, timeout: float) -> bool:
-    """Whether a line holding ``text`` comes within ``timeout`` seconds, before the stream ends."""
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=left)
-        except queue.Empty:
-            return False
-        if line is None:
-            return False
-        if text in line:
-            return True
-    return False
-
-
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     command = [sys.executable, "-m", "harness.cli", "run", "--models", "synthetic_small", "--strategies",
                f"bfs-downstream,{HANGS}", "--workers", "1", "--out", str(tmp_path)]
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr = _lines_of(sweep.stderr)
+    stderr = lines_of(sweep.stderr)
     store = RecordStore(tmp_path)
     # the progress line of the first record (the hanging strategy's measurement has begun or follows)
-    assert _wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
+    assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
     assert [r["status"] for r in store.read()] == ["ok"]
     workers = psutil.Process(sweep.pid).children(recursive=True)
     assert workers
@@ -207,15 +171,37 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     sweep.wait(timeout=60)
     if kill == signal.SIGTERM:
         assert sweep.returncode == 130
-        assert _wait_for_line(stderr, "interrupted; finished records are kept", timeout=60)
+        assert wait_for_line(stderr, "interrupted; finished records are kept", timeout=60)
     gone, alive = psutil.wait_procs(workers, timeout=15)
     assert not alive
-    assert not [line for line in _rest_of(stderr, timeout=30) if "Traceback" in line], "a worker printed a traceback"
+    assert not [line for line in rest_of(stderr, timeout=30) if "Traceback" in line], "a worker printed a traceback"
     assert len(store.read()) == 1
     if kill == signal.SIGKILL:  # the sweep had no chance to remove its workers' logs: the next one does
         subprocess.run(command[:-1] + [str(tmp_path), "--strategies", "bfs-downstream"], capture_output=True,
                        timeout=300, check=True)
     assert not ResultsDir(tmp_path).worker_crash_logs(), "no worker's empty crash log is left"
+
+
+def test_ctrl_c_is_one_line_from_the_command_and_none_from_its_workers(tmp_path):
+    """The terminal sends Ctrl-C to the command's whole process group: the sweep, its fork
+    server and its workers; only the sweep answers."""
+    command = [sys.executable, "-m", "harness.cli", "run", "--models", "synthetic_small", "--strategies",
+               f"bfs-downstream,{HANGS}", "--workers", "1", "--out", str(tmp_path), "--fresh"]
+    sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    stderr = lines_of(sweep.stderr)
+    assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
+    workers = psutil.Process(sweep.pid).children(recursive=True)
+    for process in workers:  # each ignores it (else it may print a traceback before the sweep ends it)
+        ignored = int(Path(f"/proc/{process.pid}/status").read_text().split("SigIgn:")[1].split()[0], 16)
+        assert ignored & 1 << (signal.SIGINT - 1), process.cmdline()
+    os.killpg(sweep.pid, signal.SIGINT)
+    sweep.wait(timeout=60)
+    assert sweep.returncode == 130
+    psutil.wait_procs(workers, timeout=15)
+    rest = rest_of(stderr, timeout=30)
+    assert rest == ["layoutbench: interrupted; finished records are kept, re-run to resume\n"], rest
+    assert not ResultsDir(tmp_path).worker_crash_logs()
 
 
 def test_a_worker_running_other_code_than_planned_fails_the_record():

@@ -14,6 +14,7 @@ workers fork from the command's own process (:func:`fork_from_here`), with no se
 import importlib
 import multiprocessing
 import multiprocessing.forkserver
+import signal
 import threading
 
 PRELOAD = ["harness.quiet", "harness.sweep.workers", "harness.targets.vulkan.targets",
@@ -41,6 +42,7 @@ def context():
         return multiprocessing.get_context("fork")
     forkserver = multiprocessing.get_context("forkserver")
     forkserver.set_forkserver_preload(PRELOAD)
+    _ensure_running()
     return forkserver
 
 
@@ -48,4 +50,17 @@ def start_early() -> None:
     """Start the fork server now (a no-op once it runs, or where workers fork from here)."""
     if not _from_here:
         context()
+
+
+def _ensure_running() -> None:
+    """Start the fork server with Ctrl-C ignored, which it and every worker forked from it
+    inherit: a Ctrl-C is the command's to handle (it ends the workers), where each of them,
+    or the server as it imports, would print a KeyboardInterrupt traceback of its own."""
+    if threading.current_thread() is not threading.main_thread():  # a Ray task's thread: no terminal
         multiprocessing.forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -140,8 +140,11 @@ def _exit_with(sweep_pid: int, crash_log: Path) -> None:
 
 
 def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
-    # Forked from the sweep itself (see fork_server.fork_from_here), it may have inherited a
-    # progress display's stand-ins for the streams: its output goes to the real ones.
+    # A Ctrl-C is the sweep's to handle: it ends its workers (see fork_server._ensure_running;
+    # forked from the sweep itself, see fork_server.fork_from_here, a worker has its handler).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Forked from the sweep itself, it may have inherited a progress display's stand-ins for
+    # the streams: its output goes to the real ones.
     sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     threading.Thread(target=_exit_with, args=(sweep_pid, Path(crash_log)), daemon=True).start()
     with open(crash_log, "w") as log:
@@ -195,8 +198,7 @@ class LocalWorkers:
         finally:
             for worker in running:
                 if worker.process.pid is not None:  # not one an interrupt came before it started
-                    worker.process.kill()
-                    worker.process.join()
+                    _kill_with_children(worker.process)
             # every log of this sweep's workers: one in the fork server's hands as an interrupt
             # came ends itself when it finds the sweep gone (see _worker_main), its log empty
             for results_dir in {job.context.results_dir for job in jobs}:
@@ -246,10 +248,7 @@ class LocalWorkers:
                 worker.limit = (f"memory limit of {self.memory_limit / GIB:.1f} GiB exceeded "
                                 f"({resident / GIB:.2f} GiB resident)")
         if worker.limit:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                for child in psutil.Process(worker.process.pid).children(recursive=True):
-                    child.kill()
-            worker.process.kill()
+            _kill_with_children(worker.process, wait=False)
 
     @staticmethod
     def _ended(worker: _Running) -> tuple[list[Recorded], Job | None]:
@@ -268,6 +267,16 @@ class LocalWorkers:
         worker.crash_log.unlink(missing_ok=True)
         repeatable = worker.limit is None and crashed(worker.process.exitcode)
         return worker.tracker.ended(reason, str(log) if log else None, repeatable)
+
+
+def _kill_with_children(process, wait: bool = True) -> None:
+    """End a worker and what it started (a tool it runs ignores Ctrl-C, as the worker does)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+    process.kill()
+    if wait:
+        process.join()
 
 
 def _resident_bytes(pid: int) -> int:
