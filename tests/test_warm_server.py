@@ -17,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
+import strategies
+from harness.results.store import RecordStore
 from harness.warm import client
 from harness.warm.preload import OWN_PACKAGES, ImportedFiles
 from layoutkit.files import cache_root
 
 from .conftest import SHARED_KINDS
+from .helpers.streams import lines_of, rest_of, wait_for_line
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 PLUG = """from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -340,6 +343,27 @@ def test_a_stopped_server_holds_no_client_and_runs_no_command_given_up_on(enviro
     assert listed.stderr == f"layoutbench: running without the warm server: {client.NO_ANSWER}\n"
     assert (asked.returncode, asked.stderr) == (2, f"layoutbench: error: {client.NO_ANSWER}\n")
     assert _status(environment)["served"] == status["served"]  # the command its client gave up on never ran
+
+
+def test_a_server_stopped_after_it_took_the_command_holds_its_client_for_a_bounded_time(environment, tmp_path):
+    run = subprocess.Popen([str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", "all",
+                            "--workers", "1", "--out", str(tmp_path), "--fresh"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment)
+    stderr = lines_of(run.stderr)
+    assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
+    server = _status(environment)["pid"]
+    os.kill(server, signal.SIGSTOP)  # the command goes on to its end, which the server cannot report
+    try:
+        run.wait(timeout=120)
+        rest = rest_of(stderr, timeout=30)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    assert run.returncode == 1
+    assert rest[-1] == (f"layoutbench: failed: the warm server did not report the command's end within "
+                        f"{client.REPORT_TIMEOUT} s (stopped, or stuck): what it finished is kept, its exit status "
+                        "is unknown\n")
+    assert len(RecordStore(tmp_path).read()) == len(strategies.list_strategies())
+    assert _layoutbench(environment, "list", "zoos").stderr == ""  # the server, continued, serves on
 
 
 def test_a_slow_client_holds_no_other(environment):

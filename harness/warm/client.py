@@ -15,8 +15,11 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import psutil
 
 from harness.results.provenance import REPO_ROOT
 from harness.warm import encode, ignored_signals, private_folder_problem, process_context
@@ -30,6 +33,7 @@ TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGWINC
 START_TIMEOUT = 300  # seconds: the scout and the preload import everything twice, on a loaded machine too
 ANSWER_TIMEOUT = 5  # seconds the server may take to accept, read and answer a request (it takes milliseconds)
 NO_ANSWER = f"the warm server did not answer within {ANSWER_TIMEOUT} s (stopped, or stuck)"
+REPORT_TIMEOUT = 10  # seconds the server may take to report a command that has ended (it takes milliseconds)
 
 
 class Declined(Exception):
@@ -37,7 +41,8 @@ class Declined(Exception):
 
 
 class ServerGone(Exception):
-    """The server ended while the command ran, so its exit status is unknown."""
+    """The server ended while the command ran, or does not report its end, so its exit
+    status is unknown."""
 
 
 def server_files() -> tuple[Path, Path]:
@@ -181,8 +186,11 @@ def forward(entry: str, argv: list[str]) -> int | None:
             raise Declined(first["declined"])
         if "pid" not in first:  # nothing ran: the command can run here
             raise Declined("the warm server did not start the command (its log says why)")
-        with _passing_signals_to(first["pid"]):
+        with _passing_signals_to(first["pid"]), _watching(first["pid"], connection) as stalled:
             last = replies.readline()
+    if stalled.is_set():
+        raise ServerGone(f"the warm server did not report the command's end within {REPORT_TIMEOUT} s (stopped, or "
+                         "stuck): what it finished is kept, its exit status is unknown")
     if not last:
         raise ServerGone("the warm server ended while the command ran; its exit status is unknown")
     code = json.loads(last)["exit"]
@@ -191,6 +199,36 @@ def forward(entry: str, argv: list[str]) -> int | None:
         os.kill(os.getpid(), -code)
         return 128 - code
     return code
+
+
+@contextlib.contextmanager
+def _watching(pid: int, connection: socket.socket):
+    """An event set, and the wait for the server's report cut short, where the command has
+    ended and the server has not reported it within :data:`REPORT_TIMEOUT` (a stopped server
+    cannot even reap its child, which stays a zombie)."""
+    stalled, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        ended_at = None
+        while not done.wait(1):
+            try:
+                ended = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:  # reaped: the report is on its way
+                ended = True
+            ended_at = (ended_at or time.monotonic()) if ended else None
+            if ended_at is not None and time.monotonic() - ended_at > REPORT_TIMEOUT:
+                stalled.set()
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)  # the wait for the report reads its end
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield stalled
+    finally:
+        done.set()
+        watcher.join()
 
 
 @contextlib.contextmanager
