@@ -49,6 +49,7 @@ KINDS = {
     "vgf-host": "Debian trixie's runtime for the Arm ML SDK tools and glslc",
     "runtime": "executor_runner: one put there by hand, and runtime build's, with their build directories",
     "asv-results": "the asv suites' results directories (programs and ETDumps beside their records)",
+    "checked-tables": "the cost tables whose fitted model built in a process of its own, by digest",
 }
 # The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
 ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")

@@ -8,6 +8,7 @@ import json
 import math
 import pickle
 import random
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -442,3 +443,22 @@ def test_a_fitted_model_prices_a_query_like_one_it_priced_before_as_it_did():
     one_by_one = [fresh.predict([query])[0] for query in reversed(queries)][::-1]
     assert list(together) == one_by_one
     assert len(fresh._priced) == 10  # five shapes in two pairs
+
+
+def test_a_table_whose_fitted_model_does_not_load_is_refused_before_anything_runs(tmp_path, capsys):
+    """LightGBM crashes on damaged trees: the run says so in one line, naming the file, and
+    neither makes its results directory nor starts a worker."""
+    from harness import cli
+
+    data = json.loads((Path(__file__).parents[1] / "docs" / "cost-table" / "h100.json").read_text())
+    booster = data["model"]["booster"]
+    at = booster.index("split_feature=")
+    data["model"]["booster"] = booster[:at] + "split_feature=9999999 -3 x" + booster[at + 30:]
+    damaged, out = tmp_path / "damaged.json", tmp_path / "out"
+    damaged.write_text(json.dumps(data))
+    assert cli.main(["run", "--models", "synthetic_small", "--strategies", "ilp-time", "--costs", str(damaged),
+                     "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"layoutbench: error: cost table {damaged}: its fitted model does not load: "), line
+    assert "LightGBM" in line
+    assert not out.exists()

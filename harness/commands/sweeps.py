@@ -40,18 +40,17 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
 
     from harness.results.store import RecordStore
     from harness.sweep.execution import Execution
+    from harness.sweep import table_check
     from harness.sweep.planning import run_sweep
     from harness.targets import MeasureContext, RunSettings
     from layoutkit.files import cache_folder
 
     cache_folder()  # a cache others could write is refused before the results directory is made
+    table = table_check.load_checked(args.costs) if args.costs else None  # before anything is made or started
     store = RecordStore(args.out)
-    from strategies import gpu_costs
-
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
                              RunSettings(warmup=args.warmup, iterations=args.iterations,
-                                         processes=args.processes),
-                             gpu_costs.load(args.costs) if args.costs else None)
+                                         processes=args.processes), table)
     execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
     with SweepProgress() as progress:
         done = run_sweep(model_names, strategy_names, targets, store, progress, fresh=args.fresh, context=context,
@@ -142,12 +141,22 @@ def calibrate(args) -> int:
         return _validate(args, measurements)
     table = calibration.fit(measurements)
     path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(table.to_bytes())
+    _write_table(path, table)
     print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
           f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and a fit", file=sys.stderr)
     print(path)
     return 0
+
+
+def _write_table(path: Path, table) -> None:
+    """Write ``table`` whole or not at all: a run starting meanwhile reads the old file or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        written.write_bytes(table.to_bytes())
+        os.replace(written, path)
+    finally:
+        written.unlink(missing_ok=True)
 
 
 def _validate(args, measurements) -> int:
@@ -164,8 +173,7 @@ def _validate(args, measurements) -> int:
 
     def write(model, table, done, total):
         path = out / "held-out" / f"{model}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(table.to_bytes())
+        _write_table(path, table)
         print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: {path}",
               file=sys.stderr)
 
