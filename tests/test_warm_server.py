@@ -350,14 +350,16 @@ def test_a_server_stopped_after_it_took_the_command_holds_its_client_for_a_bound
                             "--workers", "1", "--out", str(tmp_path), "--fresh"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment)
     stderr = lines_of(run.stderr)
-    assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
     server = _status(environment)["pid"]
-    os.kill(server, signal.SIGSTOP)  # the command goes on to its end, which the server cannot report
     try:
+        assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
+        os.kill(server, signal.SIGSTOP)  # the command goes on to its end, which the server cannot report
         run.wait(timeout=120)
         rest = rest_of(stderr, timeout=30)
     finally:
         os.kill(server, signal.SIGCONT)
+        if run.poll() is None:  # a client that waits for ever fails the test, and is ended
+            run.kill()
     assert run.returncode == 1
     assert rest[-1] == (f"layoutbench: failed: the warm server did not report the command's end within "
                         f"{client.REPORT_TIMEOUT} s (stopped, or stuck): what it finished is kept, its exit status "

@@ -189,14 +189,18 @@ def test_ctrl_c_is_one_line_from_the_command_and_none_from_its_workers(tmp_path)
                f"bfs-downstream,{HANGS}", "--workers", "1", "--out", str(tmp_path), "--fresh"]
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                              start_new_session=True)
-    stderr = lines_of(sweep.stderr)
-    assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
-    workers = psutil.Process(sweep.pid).children(recursive=True)
-    for process in workers:  # each ignores it (else it may print a traceback before the sweep ends it)
-        ignored = int(Path(f"/proc/{process.pid}/status").read_text().split("SigIgn:")[1].split()[0], 16)
-        assert ignored & 1 << (signal.SIGINT - 1), process.cmdline()
-    os.killpg(sweep.pid, signal.SIGINT)
-    sweep.wait(timeout=60)
+    try:
+        stderr = lines_of(sweep.stderr)
+        assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
+        workers = psutil.Process(sweep.pid).children(recursive=True)
+        for process in workers:  # each ignores it (else it may print a traceback before the sweep ends it)
+            ignored = int(Path(f"/proc/{process.pid}/status").read_text().split("SigIgn:")[1].split()[0], 16)
+            assert ignored & 1 << (signal.SIGINT - 1), process.cmdline()
+        os.killpg(sweep.pid, signal.SIGINT)
+        sweep.wait(timeout=60)
+    finally:  # a failed check leaves no sweep hanging for ever
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
     assert sweep.returncode == 130
     psutil.wait_procs(workers, timeout=15)
     rest = rest_of(stderr, timeout=30)

@@ -1,6 +1,5 @@
 """The commands that sweep or judge a sweep: run, compare, gate and calibrate."""
 
-import contextlib
 import os
 import sys
 import time
@@ -179,9 +178,17 @@ def _validate(args, measurements) -> int:
 
     fits = measurements.programs["model"].nunique()
     workers = min((os.cpu_count() or 1) if args.workers is None else args.workers, fits)
-    pool = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else contextlib.nullcontext()
-    with pool as executor:
+    executor = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else None
+    try:
         programs, tables = calibration.leave_one_model_out(measurements, fitted=write, executor=executor)
+    except KeyboardInterrupt:
+        if executor is not None:  # its processes ignore Ctrl-C (see fork_server): the fits in flight end now
+            for process in list(executor._processes.values()):  # Python 3.14 names this kill_workers()
+                process.kill()
+        raise
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
     programs.to_csv(out / "validation.csv", index=False)
     summary = calibration.validation_summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
