@@ -215,7 +215,7 @@ class LocalWorkers:
         process = context.Process(target=_worker_main, args=(job, workers, str(crash_log), os.getpid()),
                                   daemon=True)
         running.append(_Running(process, ours, job, crash_log))
-        with fork_server.FORK_LOCK:
+        with fork_server.FORK_LOCK, _interrupts_held():
             process.start()
         workers.close()
 
@@ -267,6 +267,25 @@ class LocalWorkers:
         worker.crash_log.unlink(missing_ok=True)
         repeatable = worker.limit is None and crashed(worker.process.exitcode)
         return worker.tracker.ended(reason, str(log) if log else None, repeatable)
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Ctrl-C and SIGTERM held until the block ends, then taken as they came: one that lands
+    halfway through a request to the fork server makes it print an EOFError traceback."""
+    if threading.current_thread() is not threading.main_thread():  # a Ray task's thread: no signals here
+        yield
+        return
+    held = []
+    previous = {number: signal.signal(number, lambda number, frame: held.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in held:
+            signal.raise_signal(number)
 
 
 def _kill_with_children(process, wait: bool = True) -> None:
