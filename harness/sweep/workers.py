@@ -197,10 +197,9 @@ class LocalWorkers:
                         pending.appendleft(rest)
         finally:
             for worker in running:
-                if worker.process.pid is not None:  # not one an interrupt came before it started
+                if worker.process.pid is not None:  # not one whose start failed (psutil would take None for us)
                     _kill_with_children(worker.process)
-            # every log of this sweep's workers: one in the fork server's hands as an interrupt
-            # came ends itself when it finds the sweep gone (see _worker_main), its log empty
+            # every empty log of this sweep's workers, whichever of them still ran
             for results_dir in {job.context.results_dir for job in jobs}:
                 for log in ResultsDir(results_dir).worker_crash_logs(os.getpid()):
                     remove_if_empty(log)
