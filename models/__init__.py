@@ -3,11 +3,13 @@
 import layoutkit  # noqa: F401  (first: our code is imported from its source as it is now)
 from models._registry import (
     ENTRY_POINT_GROUP,
+    FP16_SUFFIX,
     INT8_SUFFIX,
     UNFUSED_SUFFIX,
     ModelSpec,
     add_to_zoo,
     create,
+    half_precision,
     list_models,
     list_zoos,
     register_family,
@@ -18,11 +20,13 @@ from models._registry import (
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "FP16_SUFFIX",
     "INT8_SUFFIX",
     "UNFUSED_SUFFIX",
     "ModelSpec",
     "add_to_zoo",
     "create",
+    "half_precision",
     "list_models",
     "list_zoos",
     "register_family",

@@ -12,9 +12,11 @@ not registered may still resolve:
 - as a program saved with ``torch.export.save`` (``path/to/model.pt2``), measured as saved.
 
 Variants, as suffixes in this order: ``<name>.unfused`` (any attention model, timm's fused
-SDPA switched off) and ``<name>.int8`` (any model, statically quantized to int8: see
-``models.quantization``), e.g. ``deit_tiny_patch16_224.unfused.int8``. A factory may also
-return a module that is already exported or quantized; it is measured as it is.
+SDPA switched off), then ``<name>.int8`` (any model, statically quantized to int8: see
+``models.quantization``) or ``<name>.fp16`` (the model as it is, computed by the backend in
+half precision: ET-VK's ``force_fp16``, what phones usually run), e.g.
+``deit_tiny_patch16_224.unfused.int8``. A factory may also return a module that is already
+exported or quantized; it is measured as it is.
 """
 
 import fnmatch
@@ -34,6 +36,7 @@ from layoutkit.source_loader import source_bytes
 
 UNFUSED_SUFFIX = ".unfused"
 INT8_SUFFIX = ".int8"
+FP16_SUFFIX = ".fp16"
 ENTRY_POINT_GROUP = "layoutbench.models"
 SAVED_PROGRAM_SUFFIX = ".pt2"
 WEIGHT_SEED = 0  # see create()
@@ -253,18 +256,25 @@ class _Variants:
     base: str
     unfused: bool
     int8: bool
+    fp16: bool = False
 
     @property
     def suffix(self) -> str:
-        return (UNFUSED_SUFFIX if self.unfused else "") + (INT8_SUFFIX if self.int8 else "")
+        return ((UNFUSED_SUFFIX if self.unfused else "") + (INT8_SUFFIX if self.int8 else "")
+                + (FP16_SUFFIX if self.fp16 else ""))
 
 
 def _split_variants(name: str) -> _Variants:
-    """``<base>[.unfused][.int8]`` -> its base and variants."""
-    int8 = name.endswith(INT8_SUFFIX)
-    name = name.removesuffix(INT8_SUFFIX)
+    """``<base>[.unfused][.int8|.fp16]`` -> its base and variants."""
+    int8, fp16 = name.endswith(INT8_SUFFIX), name.endswith(FP16_SUFFIX)
+    name = name.removesuffix(INT8_SUFFIX).removesuffix(FP16_SUFFIX)
     unfused = name.endswith(UNFUSED_SUFFIX)
-    return _Variants(name.removesuffix(UNFUSED_SUFFIX), unfused, int8)
+    return _Variants(name.removesuffix(UNFUSED_SUFFIX), unfused, int8, fp16)
+
+
+def half_precision(name: str) -> bool:
+    """Whether ``name`` is a ``.fp16`` variant: computed by the backend in half precision."""
+    return _split_variants(name).fp16
 
 
 def _unfused(spec: ModelSpec, base: str) -> None:

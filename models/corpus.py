@@ -9,7 +9,7 @@ ET-VK 1.5.1: fastvit_t8, levit_128s, repvit_m1, timm:coat_lite_tiny and timm:eff
 lower but do not (docs/gpu-time.md says why).
 """
 
-from models._registry import add_to_zoo
+from models._registry import FP16_SUFFIX, INT8_SUFFIX, add_to_zoo
 
 CALIBRATION_CORPUS = (
     # the quick zoo
@@ -36,3 +36,5 @@ CALIBRATION_CORPUS = (
 )
 
 add_to_zoo("calibration", *CALIBRATION_CORPUS)
+# Its float models computed in half precision (ET-VK's force_fp16), as phones run them.
+add_to_zoo("calibration-fp16", *(name + FP16_SUFFIX for name in CALIBRATION_CORPUS if not name.endswith(INT8_SUFFIX)))

@@ -245,7 +245,11 @@ def effective_log_work(log_work, log_serial, log_output_elements, log_parallel):
     return np.where(np.isnan(log_parallel) | (log_serial == 0), log_work, bound)
 
 
-MODEL_KINDS = {model.kind: model for model in (PerOperatorModel, GradientBoostedModel)}
+def model_kinds() -> dict:
+    """Each kind of model a table may hold, by the name its file gives it."""
+    from strategies.transferred_costs import TransferredModel  # it holds a CostTable: imported once both exist
+
+    return {model.kind: model for model in (PerOperatorModel, GradientBoostedModel, TransferredModel)}
 
 
 @dataclass
@@ -295,12 +299,12 @@ class CostTable:
 
     @classmethod
     def from_json(cls, data: dict, digest: str = "") -> "CostTable":
-        model = data["model"]
-        if model.get("kind") not in MODEL_KINDS:
-            raise ValueError(f"its model is of kind {model.get('kind')!r}, not one of {sorted(MODEL_KINDS)}")
+        model, kinds = data["model"], model_kinds()
+        if model.get("kind") not in kinds:
+            raise ValueError(f"its model is of kind {model.get('kind')!r}, not one of {sorted(kinds)}")
         return cls(
             device=data["device"],
-            model=MODEL_KINDS[model["kind"]].from_json(model),
+            model=kinds[model["kind"]].from_json(model),
             nodes={(e["graph"], e["node"], e["input"], e["output"]): float(e["ms"]) for e in data["nodes"]},
             errors={op: float(error) for op, error in data.get("errors", {}).items()},
             corpus=data.get("corpus", {}),

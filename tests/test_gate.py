@@ -259,3 +259,8 @@ def test_every_impossible_record_of_both_files_gets_its_line(tmp_path, capsys):
 
 def test_a_boolean_metric_may_be_a_boolean():
     assert bad_values(make_record(MODEL, "ilp", "vulkan", "ok", optimal=True, top1_match=False)) == []
+
+
+def test_an_ilp_objective_may_be_negative():
+    """A calibration round maximises what it covers: its objective and bound are negative."""
+    assert bad_values(make_record(MODEL, "calibration-2", "vulkan", "ok", objective=-45.0, bound=-45.0000009)) == []

@@ -112,10 +112,15 @@ def compare(args) -> int:
 def calibrate(args) -> int:
     from harness.errors import UsageError
 
-    if not (args.fit or args.models or args.zoo):
-        raise UsageError("say what to calibrate on (--models or --zoo), or which runs to fit (--fit RUNS ...)")
+    if args.study:
+        return _study(args)
+    if not (args.fit or args.models or args.zoo or args.prior):
+        raise UsageError("say what to calibrate on (--models or --zoo, or --prior TABLE), or which runs to fit "
+                         "(--fit RUNS ...)")
     if args.fit and (args.models or args.zoo):
         raise UsageError("--fit fits runs already made; drop --models/--zoo")
+    if args.prior and (args.models or args.zoo or args.validate):
+        raise UsageError("--prior chooses its own programs and fits from them; drop --models/--zoo/--validate")
     if not args.fit:
         start_local_workers(args)
     import models
@@ -126,10 +131,14 @@ def calibrate(args) -> int:
 
     if args.rounds > MAX_ROUNDS:
         raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
+    prior = _prior(args) if args.prior else None
     if not args.fit:
-        names = [round_name(n) for n in range(1, args.rounds + 1)]
-        names += strategies.resolve_strategies(args.strategies) if args.strategies else []
-        records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
+        if prior is not None:
+            records = _sweep_chosen(args, *prior)
+        else:
+            names = [round_name(n) for n in range(1, args.rounds + 1)]
+            names += strategies.resolve_strategies(args.strategies) if args.strategies else []
+            records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
     measurements = calibration.load_measurements(args.fit or [args.out])
@@ -138,12 +147,87 @@ def calibrate(args) -> int:
               file=sys.stderr)
     if args.validate:
         return _validate(args, measurements)
-    table = calibration.fit(measurements)
     path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
+    if prior is not None:
+        table = _transfer(args, prior[0], measurements)
+        if table is None:
+            return 0
+    else:
+        table = calibration.fit(measurements)
     _write_table(path, table)
     print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
-          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and a fit", file=sys.stderr)
+          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and "
+          f"{'the prior transferred' if prior is not None else 'a fit'}", file=sys.stderr)
     print(path)
+    return 0
+
+
+def _prior(args):
+    """The ``--prior`` table and the measurements kept beside it (``NAME-nodes.jsonl.gz``)."""
+    from harness.errors import UsageError
+    from harness.inspection import calibration
+    from harness.sweep import table_check
+
+    table = table_check.load_checked(args.prior)
+    nodes = Path(args.prior).with_name(f"{Path(args.prior).stem}-nodes.jsonl.gz")
+    if not nodes.is_file():
+        raise UsageError(f"--prior {args.prior}: its measured nodes ({nodes}) are not beside it; they say which "
+                         "programs the prior measured (calibrate --nodes keeps them)")
+    return table, calibration.read_measurements(nodes)
+
+
+def _sweep_chosen(args, prior, candidates) -> list[dict]:
+    """Choose ``--budget`` programs for the new device and run them here: one sweep per set of
+    strategies that several models share."""
+    from harness.inspection import few_shot
+    from harness.results.table import format_number
+
+    chosen = few_shot.choose_programs(candidates, prior, args.budget)
+    print(chosen.to_string(index=False, float_format=format_number), file=sys.stderr)
+    by_strategies: dict = {}
+    for model, group in chosen.groupby("model", sort=False):
+        by_strategies.setdefault(tuple(group["strategy"]), []).append(model)
+    return [record for names, chosen_models in by_strategies.items()
+            for record in sweep(args, chosen_models, list(names), ["vulkan-run"])]
+
+
+def _transfer(args, prior, measurements):
+    """The new device's table from ``prior`` and ``measurements``; None where the prior holds
+    there as it is (said in one line)."""
+    from harness.inspection import few_shot
+
+    if measurements.programs["model"].nunique() > 1:
+        check = few_shot.prior_check(prior, measurements)
+        verdict = "holds" if check.holds else "does not hold"
+        print(f"{PROGRAM}: the prior {verdict} on {measurements.device}: it predicts the "
+              f"{len(measurements.programs)} programs within {check.prior_error:.1%} (median), a table transferred "
+              f"without each one's model within {check.transferred_error:.1%}, the prior's spread "
+              f"{check.spread:.1%}; measured/predicted {check.factor:.3f}", file=sys.stderr)
+        if check.holds:
+            print(f"{PROGRAM}: use {args.prior} on {measurements.device} as it is: no table written", file=sys.stderr)
+            print(args.prior)
+            return None
+    return few_shot.transferred(prior, measurements)
+
+
+def _study(args) -> int:
+    """``--study NODES --prior TABLE``: :func:`harness.inspection.few_shot.study`, written to OUT/study.csv."""
+    from harness.errors import UsageError
+    from harness.inspection import calibration, few_shot
+    from harness.results.table import format_number
+
+    if not args.prior:
+        raise UsageError("--study needs --prior TABLE: the table a new device's few programs transfer")
+    prior, candidates = _prior(args)
+    started = time.monotonic()
+    results = few_shot.study(prior, candidates, calibration.read_measurements(args.study),
+                             progress=lambda what: print(f"{PROGRAM}: [{time.monotonic() - started:.0f} s] {what}",
+                                                         file=sys.stderr))
+    path = Path(args.out) / "study.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results.to_csv(path, index=False)
+    print(results.to_string(index=False, float_format=format_number, na_rep="all"))
+    print(f"{PROGRAM}: written to {path}", file=sys.stderr)
     return 0
 
 

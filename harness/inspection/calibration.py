@@ -176,7 +176,7 @@ def _graph_loads(frame: pd.DataFrame) -> dict:
     return nodes.groupby("graph")["signature"].agg(GraphLoad.of).to_dict()
 
 
-def _queries(frame: pd.DataFrame) -> list[Query]:
+def queries(frame: pd.DataFrame) -> list[Query]:
     loads = _graph_loads(frame)
     return [Query(row.signature, row.input, row.output, row.transition, row.graph, row.node,
                   loads.get(row.graph, GraphLoad())) for row in frame.itertuples(index=False)]
@@ -245,9 +245,8 @@ def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
 def _boost(training: pd.DataFrame) -> GradientBoostedModel:
     import lightgbm
 
-    queries = _queries(training)
     features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.load)
-                             for q in queries],
+                             for q in queries(training)],
                             columns=list(FEATURES))
     operators = sorted(features["operator"].unique())
     features["operator"] = pd.Categorical(features["operator"], categories=operators)
@@ -261,7 +260,7 @@ def _boost(training: pd.DataFrame) -> GradientBoostedModel:
     return model
 
 
-def _operator_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
+def operator_errors(frame: pd.DataFrame, predicted: np.ndarray) -> pd.DataFrame:
     """Per (model, operator): |sum predicted - sum measured| / sum measured over the model's
     programs' nodes of that operator."""
     summed = frame.assign(predicted=predicted).groupby(["model", "operator"])[["predicted", "ms"]].sum()
@@ -293,6 +292,14 @@ def _probes(training: pd.DataFrame) -> dict:
     return probes
 
 
+def measured_prices(frame: pd.DataFrame, training: pd.DataFrame | None = None) -> dict:
+    """The measured price of each (graph, node, input, output) of ``frame``'s operator nodes:
+    its median time over the programs and runs that measured it."""
+    training = _training_set(frame) if training is None else training
+    return {(r.graph, r.node, r.input, r.output): float(r.ms) for r in training.itertuples(index=False)
+            if not r.transition}
+
+
 def _fold_of(models: list[str], folds: int) -> dict:
     return {model: index % folds for index, model in enumerate(sorted(models))}
 
@@ -301,9 +308,7 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     """The cost table of ``measurements`` (see the module)."""
     frame = measurements.nodes
     training = _training_set(frame)
-    nodes = {(r.graph, r.node, r.input, r.output): float(r.ms) for r in training.itertuples(index=False)
-             if not r.transition}
-    table = CostTable(measurements.device, _boost(training), nodes)
+    table = CostTable(measurements.device, _boost(training), measured_prices(frame, training))
     models = sorted(frame["model"].unique())
     folds = min(folds, len(models))
     fold = frame["model"].map(_fold_of(models, max(folds, 1)))
@@ -311,7 +316,7 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     for held_out in sorted(fold.unique()) if folds > 1 else []:
         kept, left = frame[fold != held_out], frame[fold == held_out]
         model = _boost(_training_set(kept))
-        errors.append(_operator_errors(left, model.predict(_queries(left))))
+        errors.append(operator_errors(left, model.predict(queries(left))))
     if errors:
         by_operator = pd.concat(errors).groupby("operator")["error"].quantile(ERROR_QUANTILE)
         table.errors = {op: float(error) for op, error in by_operator.items()}
@@ -332,7 +337,7 @@ def program_spread(programs: pd.DataFrame) -> float:
 def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
     """Per program: what it measured (the median and range of its processes' summed times)
     and what ``table`` predicts of its nodes."""
-    predicted = [price.ms for price in table.price(_queries(measurements.nodes))]
+    predicted = [price.ms for price in table.price(queries(measurements.nodes))]
     by_program = measurements.nodes.assign(predicted=predicted).groupby(PROGRAM)["predicted"].sum()
     programs = measurements.programs.set_index(PROGRAM)
     process_ms = programs["process_ms"]

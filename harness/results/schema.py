@@ -78,8 +78,8 @@ METRICS = {m.name: m for m in (
     _timing("worker_peak_rss_bytes", "Peak resident memory of the worker while measuring", unit="bytes"),
     # strategies' own fields (ilp, ilp-bytes, ilp-time, bfs-refined)
     Metric("optimal", "bool", "Proven optimal (ILP)", better="higher", heading="optimal"),
-    Metric("objective", "count", "ILP objective"),
-    Metric("bound", "count", "ILP lower bound", better=None),
+    Metric("objective", "score", "ILP objective"),
+    Metric("bound", "score", "ILP lower bound", better=None),
     Metric("variables", "count", "ILP variables", better=None),
     Metric("constraints", "count", "ILP constraints", better=None),
     _timing("solve_seconds", "ILP formulation and solve"),

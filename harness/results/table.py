@@ -49,6 +49,9 @@ def _change(value: float) -> str:
 
 FORMATS = {
     "count": format_number,
+    # an ILP's objective, in its own units (a count, bytes, ms); a calibration round's is the
+    # negative of what it covers
+    "score": format_number,
     "bytes": _bytes,
     "seconds": _seconds,
     "ms": lambda v: _seconds(v / 1000),

@@ -4,6 +4,8 @@ Arm's backends have no pluggable layout pass: each model is measured once per ta
 with no strategy; the layout figure is the TRANSPOSEs that survive in the TOSA graph.
 """
 
+import models
+from harness.errors import UnavailableError
 from harness.targets.arm.ethos_u import measure_ethos_u
 from harness.targets.arm.tosa import measure_tosa
 from harness.targets.arm.vgf import measure_vgf
@@ -23,6 +25,9 @@ class ArmTarget(Target):
         raise NotImplementedError
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
+        if models.half_precision(model.name):
+            raise UnavailableError(f"{self.name} has no half-precision option: {models.FP16_SUFFIX} is ET-VK's "
+                                   "force_fp16; measure the model without it")
         fields.update(self.flow(model.exported))
 
 

@@ -250,15 +250,17 @@ class VulkanLowering:
 
     @classmethod
     def from_exported(
-        cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS
+        cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS, compile_options: dict | None = None
     ) -> "VulkanLowering":
+        """``compile_options``: ET-VK's partitioner options (``force_fp16``), which reach every
+        partition's preprocess, the layout pass's constructor included, as compile specs."""
         prefixes: list[PartitionPrefix] = []
         start = time.perf_counter()
         with _recording_preprocess(layout_pass_cls, prefixes), _pattern_graphs_built_once():
             # to_edge consumes its input (e.g. drops non-persistent buffers' constants),
             # so lower a copy and leave the caller's program reusable.
             edge_manager = to_edge_transform_and_lower(
-                copy.deepcopy(exported), partitioner=[VulkanPartitioner()]
+                copy.deepcopy(exported), partitioner=[VulkanPartitioner(compile_options)]
             )
         partition_of = functools.partial(partition_index, prefixes)
         call_order = [partition_of(module.processed_bytes) for module in called_delegates(edge_manager)]

@@ -57,8 +57,13 @@ class Transition:
 
 
 def precision(lowering: VulkanLowering) -> str:
-    """``int8`` for a program that computes on int8 tensors (a quantized model), else the
-    dtype of its first floating-point input (``float32`` for the zoo's models)."""
+    """``int8`` for a program that computes on int8 tensors (a quantized model), ``float16``
+    for one ET-VK computes in half precision (``force_fp16``: its inputs and outputs stay as
+    they are), else the dtype of its first floating-point input (``float32`` for the zoo's
+    models)."""
+    if any(spec.key == "force_fp16" and any(spec.value) for prefix in lowering.prefixes
+           for spec in prefix.compile_specs):
+        return "float16"
     programs = [lowering.edge_manager.exported_program(), *lowering.programs]
     for program in programs:
         for node in program.graph.nodes:

@@ -26,8 +26,14 @@ def prefix_key(name: str) -> str:
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
 
 
+def compile_options(name: str) -> dict:
+    """ET-VK's partitioner options a model's variant asks for: half precision for ``.fp16``."""
+    return {"force_fp16": True} if models.half_precision(name) else {}
+
+
 LOWERING_PREFIX = CachedStage("vulkan_lowering", PREFIXES, prefix_key,
-                              lambda model: VulkanLowering.from_exported(model.exported),
+                              lambda model: VulkanLowering.from_exported(model.exported,
+                                                                         compile_options=compile_options(model.name)),
                               serialization.dumps, serialization.loads, "prefix_load_seconds")
 
 

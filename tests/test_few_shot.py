@@ -1,0 +1,104 @@
+"""A new device's table from a few programs and another device's table: the new device's
+ratio to the prior is learned per operator and representations, its own measurements win,
+the programs chosen are those that teach the most for their cost, a prior that holds is kept,
+and the study scores all of it on models the fit never saw."""
+
+import random
+
+import pytest
+
+from harness.inspection import calibration, few_shot
+from harness.sweep import table_check
+from strategies.gpu_costs import ANY, CostTable, PerOperatorModel, Query, parse
+
+from .test_gpu_time import NAMES, _measurements, _query
+
+RELU, GELU = "aten.relu.default", "aten.gelu.default"
+PAIR = NAMES[0]
+
+
+def _prior() -> CostTable:
+    """An old device: a relu costs 1 us plus 1 ns per element, a gelu 2 us plus 3 ns."""
+    return CostTable("old", PerOperatorModel({(RELU, ANY, ANY): (0.001, 1.0), (GELU, ANY, ANY): (0.002, 3.0)}),
+                     errors={RELU: 0.05, GELU: 0.3}, spread=0.01).identified()
+
+
+def _device(ratios: dict, models=4, nodes=30, noise=0.0, seed=0, gelus=lambda model: 0.5) -> calibration.Measurements:
+    """A new device's measurements of ``models`` made-up models (``gelus(model)``: the share of
+    its nodes that are gelus, the rest relus): each node the prior's price times its
+    operator's ratio (and a random factor within ``noise``)."""
+    rng, prior, rows = random.Random(seed), _prior(), []
+    for model in range(models):
+        for index in range(nodes):
+            operator = GELU if index < gelus(model) * nodes else RELU
+            shape = (1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64))
+            ms = prior.price([_query("x", operator, shape)])[0].ms * ratios[operator]
+            rows.append((f"m{model}", f"n{index}", operator, shape, PAIR, ms * (1 + rng.uniform(-noise, noise))))
+    return _measurements(rows, device="new")
+
+
+def test_a_transferred_table_prices_as_its_prior_times_the_device_s_ratio_and_its_own_nodes_win(tmp_path):
+    measurements = _device({RELU: 2.0, GELU: 8.0})
+    table = few_shot.transferred(_prior(), measurements)
+    own_row = measurements.nodes.iloc[0]
+    relu, gelu, own = table.price([_query("unseen", RELU, (1, 20, 30, 40)), _query("unseen", GELU, (1, 20, 30, 40)),
+                                   Query(own_row["signature"], PAIR, PAIR, False, own_row["graph"], own_row["node"])])
+    prior_relu, prior_gelu = _prior().price([_query("unseen", RELU, (1, 20, 30, 40)),
+                                             _query("unseen", GELU, (1, 20, 30, 40))])
+    # the ratio of each operator, pulled a little (5 nodes' worth) towards the device's
+    assert relu.ms / prior_relu.ms == pytest.approx(2.0, rel=0.1) and not relu.measured
+    assert gelu.ms / prior_gelu.ms == pytest.approx(8.0, rel=0.1)
+    assert own.measured and own.ms == own_row["ms"]
+    assert table.corpus["prior"] == _prior().name and table.spread == _prior().spread
+    path = tmp_path / "new.json"
+    path.write_bytes(table.to_bytes())
+    again = table_check.load_checked(path)  # a transferred table builds, and reads back as it was written
+    assert again.to_bytes() == table.to_bytes() == parse(path.read_bytes()).to_bytes()
+    assert [p.ms for p in again.price([_query("unseen", GELU, (1, 20, 30, 40))])] == [gelu.ms]
+
+
+def test_a_transferred_table_expects_the_error_its_left_out_models_showed():
+    exact, noisy = (few_shot.transferred(_prior(), _device({RELU: 2.0, GELU: 8.0}, noise=noise))
+                    for noise in (0.0, 0.5))
+    assert exact.errors[RELU] < 0.01 and exact.errors[GELU] < 0.01
+    assert noisy.errors[RELU] > 0.02 and noisy.errors[GELU] > 0.02
+    alone = few_shot.transferred(_prior(), _device({RELU: 2.0, GELU: 8.0}, models=1))
+    assert alone.errors == _prior().errors  # one model: nothing left out, the prior's
+
+
+def test_the_programs_chosen_cover_what_the_prior_spends_time_on_for_their_cost():
+    rows = []
+    for model, operators, count in (("small", (RELU,), 10), ("both", (RELU, GELU), 10), ("large", (RELU, GELU), 80)):
+        for index in range(count):
+            operator = operators[index % len(operators)]
+            rows.append((model, f"n{index}", operator, (1, 8, 8, 8 + index), PAIR, 0.01 if operator == GELU else 0.001))
+    candidates = _measurements(rows)
+    chosen = few_shot.choose_programs(candidates, _prior(), 1)
+    # "both" covers the gelus, where the time is and the prior unsure, at an eighth of "large"'s cost
+    assert list(chosen["model"]) == ["both"] and chosen["new_operators"].tolist() == [2]
+    # then "large", whose 40 gelus teach more than "small"'s relus for eight times the cost
+    assert list(few_shot.choose_programs(candidates, _prior(), 3)["model"]) == ["both", "large", "small"]
+    assert list(few_shot.choose_programs(candidates, _prior(), 5, among=[("small", "s")])["model"]) == ["small"]
+
+
+def test_a_prior_that_holds_is_kept_and_one_that_does_not_is_not():
+    holds = few_shot.prior_check(_prior(), _device({RELU: 1.0, GELU: 1.0}, noise=0.004))
+    assert holds.holds and holds.prior_error < 0.01 and holds.factor == pytest.approx(1.0, abs=0.01)
+    slower = few_shot.prior_check(_prior(), _device({RELU: 1.0, GELU: 3.0}, noise=0.004))
+    assert not slower.holds and slower.transferred_error < slower.prior_error - slower.spread
+    with pytest.raises(ValueError, match="two models"):
+        few_shot.prior_check(_prior(), _device({RELU: 1.0, GELU: 1.0}, models=1))
+
+
+def test_the_study_scores_each_method_on_the_models_its_programs_left_out():
+    mostly = [0.1, 0.9, 0.2, 0.8, 0.3, 0.7]  # gelus in each model: one factor cannot price them all
+    held_out = _device({RELU: 2.0, GELU: 8.0}, models=6, nodes=60, noise=0.05, gelus=mostly.__getitem__)
+    candidates = _device({RELU: 1.0, GELU: 1.0}, models=6, nodes=60, gelus=mostly.__getitem__)  # the prior's runs
+    results = few_shot.study(_prior(), candidates, held_out, budgets=[2]).set_index(["budget", "method"])
+    few, scaled = results.loc[(2, "few-shot")], results.loc[(2, "prior, one factor")]
+    assert few["models"] == scaled["models"] == 4  # two models' programs fitted, four scored
+    assert few["median_error"] < 0.05 < scaled["median_error"]
+    whole = results.xs("whole table, model left out", level="method")
+    assert list(whole["models"]) == [4, 6]
+    every_program = results.reset_index().query("budget.isna()").set_index("method")
+    assert every_program.loc["few-shot", "models"] == 6 and every_program.loc["few-shot", "median_error"] < 0.05
