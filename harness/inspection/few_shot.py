@@ -23,8 +23,8 @@ measurements it was fitted from (``h100-nodes.jsonl.gz`` beside it). For a new d
   the prior alone (each program predicted with its model left out of the transfer).
 - :func:`study` is the proof: budgets of programs chosen on a device that measured a whole
   corpus, and the table they give scored on that device's programs of the models they left
-  out, beside the prior scaled by one factor, the budget's programs fitted alone, and the
-  device's whole table with each model left out.
+  out, beside the prior as it is and scaled by one factor, the budget's programs fitted
+  alone, and the device's whole table with each model left out.
 """
 
 import math
@@ -263,11 +263,13 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
         for method, table in (("few-shot", transferred(prior, fitted)), ("prior, one factor", one_factor(prior, fitted)),
                               ("budget alone", calibration.fit(fitted, folds=1))):
             rows.append({"budget": budget, "method": method, **scores(calibration.predicted_programs(own, table))})
+        rows.append({"budget": budget, "method": "prior as it is", **scores(calibration.predicted_programs(own, prior))})
         rows.append({"budget": budget, "method": "whole table, model left out",
                      **scores(whole[whole["model"].isin(scored)])})
     progress(f"every program, each of {len(models)} models left out")
     for method, fit in (("few-shot", lambda kept: transferred(prior, kept)),
                         ("prior, one factor", lambda kept: one_factor(prior, kept))):
         rows.append({"budget": None, "method": method, **scores(_left_out(held_out, models, fit))})
+    rows.append({"budget": None, "method": "prior as it is", **scores(calibration.predicted_programs(held_out, prior))})
     rows.append({"budget": None, "method": "whole table, model left out", **scores(whole)})
     return pd.DataFrame(rows)
