@@ -37,6 +37,7 @@ from layoutkit.errors import UsageError
 
 DATA = Path(__file__).parent / "data" / "etvk"
 RECORDED = ("bfs-downstream", "all-width-packed")
+LAVAPIPE_LIMITS = {"maxImageDimension2D": 16384, "maxImageDimension3D": 4096, "maxStorageBufferRange": 134217728}
 PARTITIONED = "partitioned-bfs-downstream"  # synthetic_partitioned's program
 
 
@@ -333,7 +334,8 @@ def _ran_elsewhere(tmp_path) -> tuple[Path, Path]:
             runs[name] = {"latencies_ms": None, "peak_rss_bytes": 1, "etdump": True}
             tar.add(DATA / f"{strategy}.etdump", str(Path(name).with_suffix(".etdump")))
         summary = tmp_path / "remote.json"
-        summary.write_text(json.dumps({"device": "lavapipe", "machine": "elsewhere", "runner_digest": "r",
+        summary.write_text(json.dumps({"device": "lavapipe", "limits": LAVAPIPE_LIMITS, "machine": "elsewhere",
+                                       "runner_digest": "r",
                                        "settings": IMPORTED_SETTINGS, "programs": runs}))
         tar.add(summary, "remote.json")
     return results, archive
@@ -351,6 +353,7 @@ def test_imported_latency_is_the_median_of_the_timed_method_execute_events(impor
         warmup = IMPORTED_SETTINGS["warmup"]
         timed = [whole - tracer for whole, tracer in zip(executions, tracer_gaps(etdump))][warmup:]
         assert record["latency_source"] == "etdump" and record["iterations"] == 2
+        assert record["environment"]["vulkan_limits"] == LAVAPIPE_LIMITS  # the other machine's device's
         assert record["latency_ms_median"] == pytest.approx(statistics.median(timed), rel=1e-9)
         assert record["method_execute_ms"] == pytest.approx(statistics.median(executions[warmup:]), rel=1e-9)
         assert record["latency_ms_median"] != pytest.approx(statistics.median(executions[warmup:]), rel=1e-3)

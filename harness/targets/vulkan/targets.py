@@ -16,7 +16,7 @@ from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.device import vulkan_device
+from harness.targets.vulkan.device import vulkan_device, vulkan_limits
 from harness.targets.vulkan.dispatches import node_map, prediction_error, read_dispatches
 from harness.targets.vulkan.latency import ETDUMP
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
@@ -139,10 +139,11 @@ class VulkanRun(Vulkan):
 
     def environment(self, context: MeasureContext) -> dict:
         """The runtime too (an executor_runner by the digest of its binary) and the Vulkan
-        device it runs on: a record measured on another GPU is another record."""
+        device it runs on, with its limits: a record measured on another GPU is another record."""
         path = getattr(self.runtime, "path", None)
         runtime = f"{self.runtime.name}:{file_digest(path)}" if path else self.runtime.name
-        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device()}
+        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device(),
+                "vulkan_limits": vulkan_limits()}
 
     def reusable(self, record: dict, context: MeasureContext) -> bool:
         """Only where its program, node map and (if it had one) ETDump are in this results
