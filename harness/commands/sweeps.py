@@ -133,6 +133,8 @@ def calibrate(args) -> int:
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
     measurements = calibration.load_measurements(args.fit or [args.out])
+    if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
+        measurements.limits = args.limits
     if args.nodes:
         print(f"{PROGRAM}: measured nodes kept in {calibration.write_measurements(measurements, args.nodes)}",
               file=sys.stderr)
@@ -141,8 +143,10 @@ def calibrate(args) -> int:
     table = calibration.fit(measurements)
     path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
     _write_table(path, table)
+    limits = f"; its limits {table.limits.to_json()}" if table.limits else "; no device limits (calibrate --limits)"
     print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
-          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and a fit", file=sys.stderr)
+          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and a fit{limits}",
+          file=sys.stderr)
     print(path)
     return 0
 
