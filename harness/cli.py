@@ -16,7 +16,7 @@ import sys
 from harness import quiet
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, inspections, sweeps, upkeep
-from harness.commands.option_types import count, gibibytes, positive
+from harness.commands.option_types import count, device_limits, gibibytes, positive
 from harness.results.schema import default_thresholds
 from strategies.gpu_costs import COSTS_ENV
 
@@ -152,6 +152,8 @@ def _parser() -> argparse.ArgumentParser:
                            help="fit from these runs instead (results directories of one device, e.g. "
                            "import-remote's, or measured nodes kept by --nodes); no program is run")
     calibrate.add_argument("--table", help="the cost table to write (default: OUT/costs.json)")
+    calibrate.add_argument("--limits", type=device_limits, help="the device's limits the table carries, in place of "
+                           "those its runs read: maxImageDimension3D=N,maxImageDimension2D=N,maxStorageBufferRange=N")
     calibrate.add_argument("--nodes", help="also keep the measured nodes in this file (.jsonl.gz): the runs, "
                            "small enough to keep, from which --fit and --validate work again")
     calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table "

@@ -19,6 +19,11 @@ class LoweringError(MeasurementError):
     """ExecuTorch failed to partition, lower or serialize a model."""
 
 
+class LimitsExceededError(MeasurementError):
+    """A program whose tensors break its cost table's device limits: not run, since a device
+    may compute wrong values past them without an error."""
+
+
 class RuntimeBuildError(LayoutbenchError):
     """``layoutbench runtime build`` could not configure or compile ExecuTorch's runner, or
     get a tool it needs; the message says where the log is or what to install."""

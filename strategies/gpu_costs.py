@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from layoutkit.errors import UnavailableError, UsageError
 from strategies.cost_features import GraphLoad
+from strategies.device_limits import DeviceLimits
 
 if TYPE_CHECKING:  # the command line imports this module without torch
     import torch
@@ -265,6 +266,7 @@ class CostTable:
     # How much runs of one program differ (relative): a saving below it is not one ilp-time takes.
     spread: float = 0.0
     digest: str = ""
+    limits: DeviceLimits | None = None  # what makes a layout illegal on its device (unknown: None)
 
     def price(self, queries: list[Query]) -> list[Price]:
         """Each query's price: measured where the table has the node in that pair, else fitted."""
@@ -285,9 +287,11 @@ class CostTable:
             ready()
 
     def to_json(self) -> dict:
+        data = {"format": FORMAT, "device": self.device}
+        if self.limits is not None:  # only then: a table without limits keeps the bytes, so the digest, it had
+            data["limits"] = self.limits.to_json()
         return {
-            "format": FORMAT,
-            "device": self.device,
+            **data,
             "corpus": self.corpus,
             "errors": dict(sorted(self.errors.items())),
             "spread": self.spread,
@@ -311,6 +315,7 @@ class CostTable:
             probes=data.get("probes", {}),
             spread=float(data.get("spread", 0.0)),
             digest=digest,
+            limits=DeviceLimits.from_json(data["limits"]) if "limits" in data else None,
         )
 
     def to_bytes(self) -> bytes:

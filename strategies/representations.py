@@ -56,8 +56,25 @@ def tensor_bytes(dims, element_bytes: int, storage: VkStorageType, layout: VkMem
         return _packed_int8_bytes(dims, storage, layout)
     if storage == VkStorageType.BUFFER:
         return math.prod(dims) * element_bytes
-    extents = vk_utils.required_image_extents(torch.Size(dims), layout)
-    return math.prod(extents) * ELEMENTS_PER_TEXEL * element_bytes
+    return math.prod(image_extents(dims, layout)) * ELEMENTS_PER_TEXEL * element_bytes
+
+
+# The PACKED_INT8 layouts ExecuTorch's required_image_extents does not size: one packed dim each.
+_UNSIZED_INT8 = (VkMemoryLayout.PACKED_INT8_4W, VkMemoryLayout.PACKED_INT8_4C1W)
+
+
+def image_extents(dims, layout: VkMemoryLayout) -> tuple[int, int, int]:
+    """The (x, y, z) texels of a tensor of ``dims`` in a texture of ``layout``, as ET-VK sizes
+    its image: width, height, channels times batch, the packed dim divided by its block
+    (ExecuTorch's own ``required_image_extents``; for the two int8 layouts it does not know,
+    the runtime's ``calculate_image_extents``: the packed dim by its texture block)."""
+    if layout not in _UNSIZED_INT8:
+        return tuple(vk_utils.required_image_extents(torch.Size(dims), layout))
+    batch, channels, height, width = [*([1] * 4), *dims][-4:]
+    whcn = [width, height, channels]
+    ((packed_dim, _, texture_block),) = _PACKED_INT8_PADDING[layout]
+    whcn[packed_dim] = -(-whcn[packed_dim] // texture_block)
+    return whcn[0], whcn[1], whcn[2] * batch
 
 
 def layouts_for(dtype: torch.dtype) -> set:

@@ -18,7 +18,7 @@ import pytest
 from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 
 import strategies
-from harness.inspection import costs, profile
+from harness.inspection import calibration, costs, profile
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
 from harness.targets.vulkan.remote_import import import_remote
@@ -34,9 +34,11 @@ from harness.targets.vulkan.dispatches import (
 )
 from harness.results.results_dir import ResultsDir
 from layoutkit.errors import UsageError
+from strategies import gpu_costs
 
 DATA = Path(__file__).parent / "data" / "etvk"
 RECORDED = ("bfs-downstream", "all-width-packed")
+LAVAPIPE_LIMITS = {"maxImageDimension2D": 16384, "maxImageDimension3D": 4096, "maxStorageBufferRange": 134217728}
 PARTITIONED = "partitioned-bfs-downstream"  # synthetic_partitioned's program
 
 
@@ -175,7 +177,7 @@ def test_versus_compares_the_same_nodes_in_other_representations(tmp_path):
     assert chart.stat().st_size > 0
 
 
-def _results_dir(directory: Path, device: str) -> Path:
+def _results_dir(directory: Path, device: str, limits: dict | None = None) -> Path:
     store = RecordStore(directory)
     for strategy in RECORDED:
         pte = ResultsDir(directory).program("synthetic_small", strategy)
@@ -183,7 +185,7 @@ def _results_dir(directory: Path, device: str) -> Path:
         for suffix in (".etdump", ".nodes.json"):
             shutil.copyfile(DATA / f"{strategy}{suffix}", pte.with_suffix(suffix))
         store.append(make_record("synthetic_small", strategy, "vulkan-run", "ok",
-                                 environment={"vulkan_device": device}))
+                                 environment={"vulkan_device": device, "vulkan_limits": limits}))
     return directory
 
 
@@ -333,7 +335,8 @@ def _ran_elsewhere(tmp_path) -> tuple[Path, Path]:
             runs[name] = {"latencies_ms": None, "peak_rss_bytes": 1, "etdump": True}
             tar.add(DATA / f"{strategy}.etdump", str(Path(name).with_suffix(".etdump")))
         summary = tmp_path / "remote.json"
-        summary.write_text(json.dumps({"device": "lavapipe", "machine": "elsewhere", "runner_digest": "r",
+        summary.write_text(json.dumps({"device": "lavapipe", "limits": LAVAPIPE_LIMITS, "machine": "elsewhere",
+                                       "runner_digest": "r",
                                        "settings": IMPORTED_SETTINGS, "programs": runs}))
         tar.add(summary, "remote.json")
     return results, archive
@@ -351,6 +354,7 @@ def test_imported_latency_is_the_median_of_the_timed_method_execute_events(impor
         warmup = IMPORTED_SETTINGS["warmup"]
         timed = [whole - tracer for whole, tracer in zip(executions, tracer_gaps(etdump))][warmup:]
         assert record["latency_source"] == "etdump" and record["iterations"] == 2
+        assert record["environment"]["vulkan_limits"] == LAVAPIPE_LIMITS  # the other machine's device's
         assert record["latency_ms_median"] == pytest.approx(statistics.median(timed), rel=1e-9)
         assert record["method_execute_ms"] == pytest.approx(statistics.median(executions[warmup:]), rel=1e-9)
         assert record["latency_ms_median"] != pytest.approx(statistics.median(executions[warmup:]), rel=1e-3)
@@ -397,13 +401,13 @@ def test_profile_reads_another_machine_s_runs_without_running_anything(imported,
 
 def test_calibrate_fits_a_cost_table_from_runs_made_elsewhere(tmp_path, capsys):
     from harness import cli
-    from strategies.gpu_costs import load
 
-    runs = _results_dir(tmp_path / "runs", "lavapipe")
+    runs = _results_dir(tmp_path / "runs", "lavapipe", LAVAPIPE_LIMITS)
     table_path = tmp_path / "lavapipe.json"
     assert cli.main(["calibrate", "--fit", str(runs), "--table", str(table_path)]) == 0
-    table = load(table_path)
+    table = gpu_costs.load(table_path)
     assert table.device == "lavapipe" and table.nodes and table.model.kind == "lightgbm"
+    assert table.limits.to_json() == LAVAPIPE_LIMITS  # the device's limits, as its runs read them
     graph = json.loads((DATA / "bfs-downstream.nodes.json").read_text())["partitions"][0]["graph"]
     # A node's price is its time in that pair of representations, the median over the programs
     # that ran it so.
@@ -417,3 +421,25 @@ def test_calibrate_fits_a_cost_table_from_runs_made_elsewhere(tmp_path, capsys):
         assert table.nodes[(graph, node, inputs, output)] == pytest.approx(statistics.median(ms))
     assert cli.main(["calibrate", "--out", str(tmp_path / "x")]) == 2
     assert "say what to calibrate on" in capsys.readouterr().err
+
+
+def test_calibrate_keeps_the_device_s_limits_with_its_nodes_or_takes_them_stated_by_hand(tmp_path, capsys):
+    """The limits runs read travel with the kept nodes; a table of runs that read none has none,
+    unless --limits states them (a phone's, from its vulkaninfo)."""
+    from harness import cli
+
+    runs, kept = _results_dir(tmp_path / "runs", "lavapipe", LAVAPIPE_LIMITS), tmp_path / "nodes.jsonl.gz"
+    assert calibration.load_measurements([runs]).limits.to_json() == LAVAPIPE_LIMITS
+    calibration.write_measurements(calibration.load_measurements([runs]), kept)
+    assert calibration.read_measurements(kept).limits.to_json() == LAVAPIPE_LIMITS
+    unknown = _results_dir(tmp_path / "unknown", "lavapipe")
+    assert calibration.load_measurements([unknown]).limits is None
+    table_path = tmp_path / "phone.json"
+    phone = {"maxImageDimension3D": 16384, "maxStorageBufferRange": 134217728}
+    assert cli.main(["calibrate", "--fit", str(unknown), "--table", str(table_path), "--limits",
+                     ",".join(f"{name}={value}" for name, value in phone.items())]) == 0
+    assert gpu_costs.load(table_path).limits.to_json() == phone
+    assert "its limits {'maxImageDimension3D': 16384" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["calibrate", "--fit", str(unknown), "--limits", "maxImageDimension3D=big"])
+    assert "argument --limits: expected NAME=NUMBER" in capsys.readouterr().err

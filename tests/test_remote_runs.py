@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.targets.vulkan import runners
+from harness.targets.vulkan.device import vulkan_limits
 from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_timed, time_runner
 
 from .test_vulkan_run import stand_in_runner, xnnpack_program  # noqa: F401  (fixtures)
@@ -40,6 +41,7 @@ def test_remote_script_times_every_program_of_a_results_directory(xnnpack_progra
         names)
     assert "exited with" in summary["programs"]["programs/m/broken.pte"]["error"]
     assert summary["settings"] == {"warmup": 1, "iterations": 2, "repeats": 2, "processes": 3}
+    assert summary["limits"] == vulkan_limits()  # its device's, read as here (None without a driver)
 
 
 def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():

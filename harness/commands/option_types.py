@@ -28,3 +28,13 @@ def gibibytes(text: str) -> int:
     if size <= 0:
         raise argparse.ArgumentTypeError(f"expected a size in GiB > 0, not {text!r}")
     return int(size * (1 << 30))
+
+
+def device_limits(text: str):
+    """An argparse type: a device's limits, ``maxImageDimension3D=16384,...`` (:mod:`strategies.device_limits`)."""
+    from strategies.device_limits import DeviceLimits
+
+    try:
+        return DeviceLimits.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

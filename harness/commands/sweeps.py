@@ -142,6 +142,8 @@ def calibrate(args) -> int:
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
     measurements = calibration.load_measurements(args.fit or [args.out])
+    if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
+        measurements.limits = args.limits
     if args.nodes:
         print(f"{PROGRAM}: measured nodes kept in {calibration.write_measurements(measurements, args.nodes)}",
               file=sys.stderr)
@@ -155,9 +157,10 @@ def calibrate(args) -> int:
     else:
         table = calibration.fit(measurements)
     _write_table(path, table)
+    limits = f"; its limits {table.limits.to_json()}" if table.limits else "; no device limits (calibrate --limits)"
     print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
           f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and "
-          f"{'the prior transferred' if prior is not None else 'a fit'}", file=sys.stderr)
+          f"{'the prior transferred' if prior is not None else 'a fit'}{limits}", file=sys.stderr)
     print(path)
     return 0
 

@@ -23,7 +23,7 @@ import gzip
 import json
 import re
 from concurrent.futures import Executor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import STAGING, read_dispatches
 from harness.targets.vulkan.targets import read_node_map
 from strategies.cost_features import FEATURES, TRANSITION, GraphLoad, node_features
+from strategies.device_limits import DeviceLimits
 from strategies.gpu_costs import ANY, MEGA_LOG2, CostTable, GradientBoostedModel, Query, effective_log_work
 
 NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
@@ -46,15 +47,16 @@ PROGRAM_COLUMNS = [*PROGRAM, "costs", "process_ms"]  # the table it was lowered 
 @dataclass
 class Measurements:
     """What one device's runs measured: a row per node (``NODE_COLUMNS``) and per program
-    (``PROGRAM_COLUMNS``)."""
+    (``PROGRAM_COLUMNS``); the device's limits where its runs read them."""
 
     device: str
     nodes: pd.DataFrame
     programs: pd.DataFrame
+    limits: DeviceLimits | None = None
 
     def without(self, model: str) -> "Measurements":
-        return Measurements(self.device, self.nodes[self.nodes["model"] != model],
-                            self.programs[self.programs["model"] != model])
+        return replace(self, nodes=self.nodes[self.nodes["model"] != model],
+                       programs=self.programs[self.programs["model"] != model])
 FOLDS = 5  # models left out together when the fit's expected errors are measured
 ERROR_QUANTILE = 0.5  # of the per-model errors of an operator: the error expected of it
 SPREAD_QUANTILE = 0.9  # of the programs' ranges over their runs: the spread a table carries
@@ -105,7 +107,7 @@ def _program_nodes(pte: Path) -> tuple[pd.DataFrame, list[float]]:
 def measured(results_dirs: list[Path]) -> Measurements:
     """Every program (an ok vulkan-run record with ETDumps) in ``results_dirs``, each one run
     of one device, and its nodes, as described in the module."""
-    frames, programs, devices = [], [], set()
+    frames, programs, devices, limits = [], [], set(), []
     for run, directory in enumerate(results_dirs):
         for record in latest(RecordStore(directory).read()):
             if record["target"] != "vulkan-run" or record["status"] != "ok":
@@ -115,6 +117,7 @@ def measured(results_dirs: list[Path]) -> Measurements:
                 continue
             environment = record.get("environment") or {}
             devices.add(environment.get("vulkan_device") or "unknown")
+            limits.append(environment.get("vulkan_limits"))
             nodes, process_ms = _program_nodes(pte)
             frames.append(nodes.assign(model=record["model"], strategy=record["strategy"], run=run))
             programs.append([run, record["model"], record["strategy"], environment.get("gpu_costs"), process_ms])
@@ -122,7 +125,7 @@ def measured(results_dirs: list[Path]) -> Measurements:
         raise UsageError(f"{', '.join(map(str, results_dirs))}: no ok vulkan-run record with ETDumps: run "
                          "`layoutbench run --target vulkan-run` (or remote_runner.py and import-remote) first")
     return Measurements(_one_device(devices), pd.concat(frames, ignore_index=True)[NODE_COLUMNS],
-                        pd.DataFrame(programs, columns=PROGRAM_COLUMNS))
+                        pd.DataFrame(programs, columns=PROGRAM_COLUMNS), DeviceLimits.common(limits))
 
 
 def _one_device(devices: set) -> str:
@@ -132,11 +135,14 @@ def _one_device(devices: set) -> str:
 
 
 def write_measurements(measurements: Measurements, path: Path) -> Path:
-    """Gzipped JSON Lines: a header (the device, the columns, the programs), then a line per node."""
+    """Gzipped JSON Lines: a header (the device, its limits where known, the columns, the
+    programs), then a line per node."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = {"device": measurements.device, "columns": NODE_COLUMNS, "program_columns": PROGRAM_COLUMNS,
               "programs": measurements.programs[PROGRAM_COLUMNS].values.tolist()}
+    if measurements.limits is not None:
+        header["limits"] = measurements.limits.to_json()
     with gzip.open(path, "wt") as out:
         out.write(json.dumps(header) + "\n")
         for row in measurements.nodes[NODE_COLUMNS].itertuples(index=False):
@@ -150,7 +156,7 @@ def read_measurements(path: Path) -> Measurements:
             header = json.loads(next(lines))
             nodes = pd.DataFrame([json.loads(line) for line in lines], columns=header["columns"])
         programs = pd.DataFrame(header["programs"], columns=header["program_columns"])
-        return Measurements(header["device"], nodes, programs)
+        return Measurements(header["device"], nodes, programs, DeviceLimits.common([header.get("limits")]))
     except (OSError, ValueError, KeyError, StopIteration) as error:
         raise UsageError(f"{path} holds no measurements written by `layoutbench calibrate --nodes` ({error})") from None
 
@@ -167,7 +173,8 @@ def load_measurements(sources: list[Path]) -> Measurements:
         part.programs["run"] += runs
         runs = int(part.programs["run"].max()) + 1
     return Measurements(device, pd.concat([p.nodes for p in parts], ignore_index=True),
-                        pd.concat([p.programs for p in parts], ignore_index=True))
+                        pd.concat([p.programs for p in parts], ignore_index=True),
+                        DeviceLimits.common([part.limits for part in parts]))
 
 
 def _graph_loads(frame: pd.DataFrame) -> dict:
@@ -308,7 +315,8 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     """The cost table of ``measurements`` (see the module)."""
     frame = measurements.nodes
     training = _training_set(frame)
-    table = CostTable(measurements.device, _boost(training), measured_prices(frame, training))
+    table = CostTable(measurements.device, _boost(training), measured_prices(frame, training),
+                      limits=measurements.limits)
     models = sorted(frame["model"].unique())
     folds = min(folds, len(models))
     fold = frame["model"].map(_fold_of(models, max(folds, 1)))

@@ -29,7 +29,7 @@ measurements it was fitted from (``h100-nodes.jsonl.gz`` beside it). For a new d
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -108,7 +108,8 @@ def transferred(prior: CostTable, measurements: Measurements) -> CostTable:
         expected.update({op: float(error) for op, error in by_operator.items()})
     table = CostTable(measurements.device, TransferredModel(prior, fit_offsets(ratios)),
                       calibration.measured_prices(measurements.nodes), expected, probes=prior.probes,
-                      spread=calibration.program_spread(measurements.programs) or prior.spread)
+                      spread=calibration.program_spread(measurements.programs) or prior.spread,
+                      limits=measurements.limits)
     table.corpus = {"models": models, "programs": len(measurements.programs),
                     "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes),
                     "prior": prior.name}
@@ -171,7 +172,7 @@ def subset(measurements: Measurements, programs=None, models=None) -> Measuremen
             return frame[pd.MultiIndex.from_frame(frame[PROGRAM]).isin(programs)]
         return frame[frame["model"].isin(models)]
 
-    return Measurements(measurements.device, keep(measurements.nodes), keep(measurements.programs))
+    return replace(measurements, nodes=keep(measurements.nodes), programs=keep(measurements.programs))
 
 
 @dataclass

@@ -21,7 +21,7 @@ STATUSES = ("ok", "skipped", "failed")
 # Record fields that describe a record rather than measure it.
 CONTEXT_KEYS = (
     *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "precision", "runtime",
-    "run_note", "attribution_error", "predicted_gpu_ms_by_operator",
+    "run_note", "attribution_error", "predicted_gpu_ms_by_operator", "worst_limit_violation",
     "identity", "model_digest", "strategy_digest", "harness_digest", "environment", "latency_source",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",
@@ -125,6 +125,9 @@ METRICS = {m.name: m for m in (
            "this model", better=None, column="measured share"),
     Metric("predicted_error_expected", "fraction", "The cost table's expected relative error of the prediction",
            better=None, column="expected error"),
+    # Where the table states its device's limits (strategies.device_limits); the worst one named in
+    # worst_limit_violation. vulkan-run does not run a program with any.
+    Metric("limit_violations", "count", "Tensors beyond the cost table's device limits (image extents, buffer bytes)"),
     # What predicted_gpu_ms predicts: computed from a run's record (frames.with_derived), not recorded.
     _timing("measured_gpu_ms", "Measured GPU time of one inference's operators and transitions", unit="ms",
             column="measured gpu", chart=2),

@@ -20,9 +20,17 @@ from executorch.exir.dialects._ops import ops as exir_ops
 
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
-from strategies.gpu_costs import CostTable
+from strategies.device_limits import DeviceLimits
+from strategies.gpu_costs import CostTable, pair_name
 from strategies.layout_problem import LayoutProblem, Prediction, extract, read_assignment
-from strategies.representations import QUANTIZED_DTYPES, first_repr, node_values, repr_name, tensor_bytes
+from strategies.representations import (
+    QUANTIZED_DTYPES,
+    first_repr,
+    image_extents,
+    node_values,
+    repr_name,
+    tensor_bytes,
+)
 
 _VK_DTYPE_BYTES = {
     VkDataType.BOOL: 1,
@@ -140,14 +148,19 @@ def _serialized_tensors(partition: LoweredPartition) -> dict[int, VkTensor]:
     }
 
 
-def _allocation_bytes(tensor: VkTensor) -> int:
+def _representation(tensor: VkTensor) -> tuple[VkStorageType, VkMemoryLayout]:
+    """The storage and layout the runtime gives a serialized tensor."""
     storage, layout = tensor.storage_type, tensor.memory_layout
     # DEFAULT_* means "the graph's default", which preprocess sets to width-packed texture.
     if storage == VkStorageType.DEFAULT_STORAGE:
         storage = VkStorageType.TEXTURE_3D
     if layout == VkMemoryLayout.DEFAULT_LAYOUT:
         layout = VkMemoryLayout.TENSOR_WIDTH_PACKED
-    return tensor_bytes(tensor.dims, _VK_DTYPE_BYTES[tensor.datatype], storage, layout)
+    return storage, layout
+
+
+def _allocation_bytes(tensor: VkTensor) -> int:
+    return tensor_bytes(tensor.dims, _VK_DTYPE_BYTES[tensor.datatype], *_representation(tensor))
 
 
 def _memory_bytes(tensors: dict[int, VkTensor], excluded: set[int]) -> int:
@@ -226,3 +239,29 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
         "predicted_error_expected": prediction.error_ms / prediction.ms if prediction.ms else None,
         "predicted_gpu_ms_by_operator": {op: round(ms, 6) for op, ms in sorted(prediction.by_operator.items())},
     }
+
+
+def limit_violations(lowered: LoweredProgram, limits: DeviceLimits) -> dict:
+    """The tensors of the program, as the runtime will allocate them (the strategy's and its
+    transitions' representations; constants aside: their operators choose how to prepack
+    them), that break a device's ``limits``: a texture's image extents (its packed dim
+    divided by its block) over the device's largest image, a buffer's bytes over its largest
+    storage buffer. ``limit_violations``: how many; ``worst_limit_violation``: the one furthest
+    over its limit (the first in the program's order of those as far), in words (None where none is)."""
+    found = []
+    for index, partition in enumerate(lowered.partitions):
+        names = {value_id: node.name for node, value_id in partition.builder.node_to_value_ids.items()
+                 if isinstance(value_id, int)}
+        for value_id, tensor in _serialized_tensors(partition).items():
+            storage, layout = _representation(tensor)
+            extents = image_extents(tensor.dims, layout) if storage != VkStorageType.BUFFER else ()
+            nbytes = tensor_bytes(tensor.dims, _VK_DTYPE_BYTES[tensor.datatype], storage, layout)
+            broken = limits.exceeded(storage.name, extents, nbytes)
+            if broken:
+                name, limit, times_over = broken
+                tensor_name = f"partition {index} {names.get(value_id, f'value {value_id}')}"
+                size = f"image {'x'.join(map(str, extents))}" if extents else f"{nbytes} bytes"
+                found.append((times_over, f"{tensor_name} {pair_name((storage, layout))} {list(tensor.dims)}: "
+                                          f"{size} > {name} {limit}"))
+    worst = max(found, key=lambda violation: violation[0])[1] if found else None  # the first of the furthest over
+    return {"limit_violations": len(found), "worst_limit_violation": worst}

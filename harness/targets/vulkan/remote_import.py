@@ -4,8 +4,8 @@ The programs were made here by ``run --target vulkan-run`` (records, .pte, node 
 inputs); the other machine ran them and sent back a tar of ETDumps and ``remote.json``.
 Each ok vulkan-run record becomes a record of that machine: its latency (from its
 ETDump's events, as vulkan-run reads them, else remote_runner.py's wall-clock timings) and peak
-memory, GPU time attributed by node from its ETDump, its Vulkan device and runner in the
-environment (so the identity differs from the local record's). Outputs are not compared
+memory, GPU time attributed by node from its ETDump, its Vulkan device (with its limits) and
+runner in the environment (so the identity differs from the local record's). Outputs are not compared
 there: ``max_abs_error`` is None and ``run_note`` says so.
 """
 
@@ -29,7 +29,9 @@ RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
     pte = ResultsDir(out).program(record["model"], record["strategy"])
-    environment = {**record["environment"], "vulkan_device": summary["device"], "machine": summary["machine"],
+    # That machine's device limits, or None from a tar of a remote_runner.py that read none (never this machine's).
+    environment = {**record["environment"], "vulkan_device": summary["device"],
+                   "vulkan_limits": summary.get("limits"), "machine": summary["machine"],
                    "runtime": f"executor_runner:{summary['runner_digest']}",
                    "run_settings": {**summary["settings"]}}
     fields = {k: v for k, v in record.items() if k not in RUN_FIELDS}

@@ -11,8 +11,8 @@ them: each .pte with its inputs, ``.inputs/input-N.bin``; a program sent without
 weights, :mod:`harness.targets.vulkan.weightless`, has them filled again first) in ``--processes`` runner
 processes of ``warmup + iterations`` executions each, and writes one tar: each program's
 ETDumps at their place under ``programs/`` (:func:`etdump_paths`) and ``remote.json`` (peak
-memory, the Vulkan device, the machine, and wall-clock latencies where the runner wrote no
-ETDump; ``--repeats`` is for those only).
+memory, the Vulkan device and its limits, the machine, and wall-clock latencies where the
+runner wrote no ETDump; ``--repeats`` is for those only).
 ``layoutbench import-remote`` turns it into records beside the ones of this machine,
 reading the latencies from the ETDumps' events there (``harness.targets.vulkan.latency``).
 """
@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 if __package__:
-    from harness.targets.vulkan.device import vulkan_device
+    from harness.targets.vulkan.device import vulkan_device, vulkan_limits
     from harness.targets.vulkan.weightless import MANIFEST_SUFFIX, refill
 else:  # run as a script, where neither harness nor ExecuTorch is importable
-    from device import vulkan_device
+    from device import vulkan_device, vulkan_limits
     from weightless import MANIFEST_SUFFIX, refill
 
 REMOTE_SUMMARY = "remote.json"
@@ -144,8 +144,8 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
     programs = sorted((results / "programs").glob("*/*.pte"))
     if not programs:
         raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
-    summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
-               "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
+    summary = {"device": vulkan_device(), "limits": vulkan_limits(), "machine": platform.node(),
+               "runner": str(runner), "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
                "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats, "processes": processes},
                "programs": {}}
     mode = {".xz": "w:xz", ".tar": "w"}.get(Path(out).suffix, "w:gz")  # xz: a quarter of gzip's size

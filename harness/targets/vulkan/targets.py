@@ -11,12 +11,12 @@ from executorch.exir._serialize._cord import Cord
 
 import strategies
 from strategies import gpu_costs
-from harness.errors import TargetUnavailableError
+from harness.errors import LimitsExceededError, TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.device import vulkan_device
+from harness.targets.vulkan.device import vulkan_device, vulkan_limits
 from harness.targets.vulkan.dispatches import node_map, prediction_error, read_dispatches
 from harness.targets.vulkan.latency import ETDUMP
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
@@ -59,6 +59,8 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) 
     table = gpu_costs.active_table()
     if table is not None:
         fields.update(metrics.predicted_gpu_time(lowered, table))
+    if table is not None and table.limits is not None:
+        fields.update(metrics.limit_violations(lowered, table.limits))
     return lowered, pte
 
 
@@ -68,6 +70,14 @@ def remove_etdumps(program: Path) -> None:
     own_etdump = re.compile(rf"{re.escape(program.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
     for stale in [entry for entry in program.parent.iterdir() if own_etdump.fullmatch(entry.name)]:
         stale.unlink()
+
+
+def remove_program(path: Path) -> None:
+    """Delete a program, its node map and its ETDumps (its inputs stay: no runner reads them without it)."""
+    path.unlink(missing_ok=True)
+    ResultsDir.beside(path, "node_map").unlink(missing_ok=True)
+    if path.parent.is_dir():
+        remove_etdumps(path)
 
 
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
@@ -100,7 +110,7 @@ class Vulkan(Target):
     metrics = ("transitions", "transition_bytes", "int8_transitions", "int8_transition_bytes", "delegate_memory_bytes",
                "transition_memory_bytes", "partitions", "delegate_ops", "ops_outside_delegate", "own_clones",
                "pte_bytes", "pass_seconds", "finish_seconds", "serialize_seconds", "prefix_seconds", "optimal",
-               "predicted_gpu_ms", "predicted_measured_share", "predicted_error_expected")
+               "predicted_gpu_ms", "predicted_measured_share", "predicted_error_expected", "limit_violations")
 
     def environment(self, context: MeasureContext) -> dict:
         """The cost table too, where one is in force: it prices ``predicted_gpu_ms`` and
@@ -139,10 +149,11 @@ class VulkanRun(Vulkan):
 
     def environment(self, context: MeasureContext) -> dict:
         """The runtime too (an executor_runner by the digest of its binary) and the Vulkan
-        device it runs on: a record measured on another GPU is another record."""
+        device it runs on, with its limits: a record measured on another GPU is another record."""
         path = getattr(self.runtime, "path", None)
         runtime = f"{self.runtime.name}:{file_digest(path)}" if path else self.runtime.name
-        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device()}
+        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device(),
+                "vulkan_limits": vulkan_limits()}
 
     def reusable(self, record: dict, context: MeasureContext) -> bool:
         """Only where its program, node map and (if it had one) ETDump are in this results
@@ -156,8 +167,13 @@ class VulkanRun(Vulkan):
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
         lowered, pte = lower_and_count(vulkan_lowering(model), strategy, fields)
         exported = model.exported
-        path = write_program(ResultsDir(context.results_dir).program(model.name, strategy), lowered, pte,
-                             exported.example_inputs[0])
+        path = ResultsDir(context.results_dir).program(model.name, strategy)
+        if fields.get("limit_violations"):
+            remove_program(path)  # an earlier one of this name is not left for remote_runner.py to run
+            raise LimitsExceededError(f"not run: {fields['limit_violations']} tensors break the limits of "
+                                      f"{context.costs.device} (the cost table's device), the worst "
+                                      f"{fields['worst_limit_violation']}")
+        path = write_program(path, lowered, pte, exported.example_inputs[0])
         with tempfile.TemporaryDirectory() as workdir:
             # exported.module() of an .int8 model is the quantized module: the reference an
             # int8 program is held to.
