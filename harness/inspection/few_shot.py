@@ -41,7 +41,10 @@ from strategies.calibration import is_round
 from strategies.gpu_costs import ANY, UNSEEN_OPERATOR_ERROR, CostTable
 from strategies.transferred_costs import TransferredModel
 
-OFFSET_SHRINK = 5.0  # nodes' worth of weight pulling a group's ratio towards its parent group's
+# How far a group's ratio is pulled towards its parent group's, in nodes' worth of weight: tried
+# in turn, each budget's own models choosing (a device whose groups differ wants little; noisy
+# runs, as lavapipe's, want much).
+SHRINKS = (1.0, 5.0, 20.0, 80.0)
 # A program whose model is not chosen yet costs its lowering prefix too, in programs' worth. 0:
 # a device's ratio to the prior differs from model to model, so a new model teaches more than
 # another program of one chosen (lavapipe, 10 programs: 5 models, median error 32 %; at 2,
@@ -52,29 +55,49 @@ PROGRAM = ["model", "strategy"]
 
 
 def _prior_ratios(prior: CostTable, measurements: Measurements) -> pd.DataFrame:
-    """``measurements``' nodes, each with log2 of its time over the prior's price of it."""
+    """``measurements``' nodes, each with the prior's price of it and log2 of its time over that."""
     nodes = measurements.nodes
     prior_ms = np.array([price.ms for price in prior.price(calibration.queries(nodes))])
-    return nodes.assign(log2_ratio=np.log2(nodes["ms"].to_numpy() / prior_ms))
+    return nodes.assign(prior_ms=prior_ms, log2_ratio=np.log2(nodes["ms"].to_numpy() / prior_ms))
 
 
-def _shrunk(ratios: pd.DataFrame, by: list[str], parent) -> pd.Series:
+def _shrunk(ratios: pd.DataFrame, by: list[str], parent, shrink: float) -> pd.Series:
     """Per group of ``ratios`` by ``by``: the median over its models of each one's median log2
-    ratio, pulled towards ``parent(key)`` with the weight of :data:`OFFSET_SHRINK` nodes."""
+    ratio, pulled towards ``parent(key)`` with the weight of ``shrink`` nodes."""
     per_model = ratios.groupby([*by, "model"])["log2_ratio"].median()
     center = per_model.groupby(level=list(range(len(by)))).median()
     count = ratios.groupby(by).size()
     parents = np.array([parent(key) for key in center.index], dtype=float)
-    return (center * count + OFFSET_SHRINK * parents) / (count + OFFSET_SHRINK)
+    return (center * count + shrink * parents) / (count + shrink)
 
 
-def fit_offsets(ratios: pd.DataFrame) -> dict:
+def fit_offsets(ratios: pd.DataFrame, shrink: float) -> dict:
     """The new device's log2 ratios to the prior (see :class:`TransferredModel`)."""
     device = float(ratios.groupby("model")["log2_ratio"].median().median())
-    operators = _shrunk(ratios, ["operator"], lambda _: device)
-    pairs = _shrunk(ratios, ["operator", "input", "output"], lambda key: operators[key[0]])
+    operators = _shrunk(ratios, ["operator"], lambda _: device, shrink)
+    pairs = _shrunk(ratios, ["operator", "input", "output"], lambda key: operators[key[0]], shrink)
     return {(ANY, ANY, ANY): device, **{(op, ANY, ANY): float(v) for op, v in operators.items()},
             **{key: float(v) for key, v in pairs.items()}}
+
+
+def _offsets_of(offsets: dict, frame: pd.DataFrame) -> np.ndarray:
+    """Each node's offset (see :meth:`TransferredModel.offset`)."""
+    device = offsets[(ANY, ANY, ANY)]
+    return np.array([offsets.get((op, i, o), offsets.get((op, ANY, ANY), device))
+                     for op, i, o in zip(frame["operator"], frame["input"], frame["output"])])
+
+
+def _left_out_errors(ratios: pd.DataFrame, shrink: float) -> tuple[float, pd.DataFrame]:
+    """Each model's nodes priced by offsets fitted without it: the median |error| of its
+    programs' summed time over all models' programs, and its errors per operator."""
+    programs, operators = [], []
+    for model in sorted(ratios["model"].unique()):
+        kept, left = ratios[ratios["model"] != model], ratios[ratios["model"] == model]
+        predicted = left["prior_ms"].to_numpy() * np.exp2(_offsets_of(fit_offsets(kept, shrink), left))
+        summed = left.assign(predicted=predicted).groupby("strategy")[["predicted", "ms"]].sum()
+        programs.append((summed["predicted"] / summed["ms"] - 1).abs())
+        operators.append(calibration.operator_errors(left, predicted))
+    return float(pd.concat(programs).median()), pd.concat(operators)
 
 
 def _scaled(prior: CostTable, device: str, factor: float) -> CostTable:
@@ -83,37 +106,42 @@ def _scaled(prior: CostTable, device: str, factor: float) -> CostTable:
                      probes=prior.probes, spread=prior.spread).identified()
 
 
-def one_factor(prior: CostTable, measurements: Measurements) -> CostTable:
-    """The prior scaled by the one factor that makes its programs' total time the measured total."""
-    predicted = calibration.predicted_programs(measurements, prior)
-    return _scaled(prior, measurements.device, predicted["measured_ms"].sum() / predicted["predicted_ms"].sum())
+def one_factor(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> CostTable:
+    """The prior scaled by the one factor that makes its programs' total time the measured total
+    (``ratios``: :func:`_prior_ratios` of ``measurements``, where the caller has them)."""
+    predicted = (ratios["prior_ms"].sum() if ratios is not None
+                 else calibration.predicted_programs(measurements, prior)["predicted_ms"].sum())
+    return _scaled(prior, measurements.device, measurements.programs["process_ms"].map(np.median).sum() / predicted)
 
 
-def transferred(prior: CostTable, measurements: Measurements) -> CostTable:
-    """The new device's table from ``measurements`` and ``prior`` (see the module). Its expected
-    error per operator: each of its models' programs predicted by offsets fitted without that
-    model, at :data:`calibration.ERROR_QUANTILE` over models; the prior's where it measured one model."""
-    ratios = _prior_ratios(prior, measurements)
+def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> CostTable:
+    """The new device's table from ``measurements`` and ``prior`` (see the module;
+    ``ratios``: :func:`_prior_ratios` of them, where the caller has it). How far a group's
+    ratio is pulled towards its parent's is chosen from :data:`SHRINKS` by leaving each model
+    out (its programs' median |error|); so is the expected error per operator, at
+    :data:`calibration.ERROR_QUANTILE` over models. With one model: the middle shrink and the
+    prior's errors."""
+    ratios = _prior_ratios(prior, measurements) if ratios is None else ratios
     models = sorted(ratios["model"].unique())
-    errors = []
-    for model in models if len(models) > 1 else []:
-        kept, left = ratios[ratios["model"] != model], ratios[ratios["model"] == model]
-        offsets = TransferredModel(prior, fit_offsets(kept))
-        predicted = left["ms"] / np.exp2(left["log2_ratio"]) * np.exp2(
-            [offsets.offset(q) for q in calibration.queries(left)])
-        errors.append(calibration.operator_errors(left, predicted.to_numpy()))
-    expected = dict(prior.errors)
-    if errors:
-        by_operator = pd.concat(errors).groupby("operator")["error"].quantile(calibration.ERROR_QUANTILE)
+    shrink, expected = SHRINKS[len(SHRINKS) // 2], dict(prior.errors)
+    if len(models) > 1:
+        tried = {candidate: _left_out_errors(ratios, candidate) for candidate in SHRINKS}
+        shrink = min(SHRINKS, key=lambda candidate: tried[candidate][0])
+        by_operator = tried[shrink][1].groupby("operator")["error"].quantile(calibration.ERROR_QUANTILE)
         expected.update({op: float(error) for op, error in by_operator.items()})
-    table = CostTable(measurements.device, TransferredModel(prior, fit_offsets(ratios)),
+    table = CostTable(measurements.device, TransferredModel(prior, fit_offsets(ratios, shrink)),
                       calibration.measured_prices(measurements.nodes), expected, probes=prior.probes,
                       spread=calibration.program_spread(measurements.programs) or prior.spread,
                       limits=measurements.limits)
     table.corpus = {"models": models, "programs": len(measurements.programs),
                     "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes),
-                    "prior": prior.name}
+                    "prior": prior.name, "shrink": shrink}
     return table.identified()
+
+
+def _transferred_part(prior: CostTable, part: Measurements, ratios: pd.DataFrame) -> CostTable:
+    """:func:`transferred` of ``part`` of the measurements whose :func:`_prior_ratios` are ``ratios``."""
+    return transferred(prior, part, ratios.loc[part.nodes.index])
 
 
 def _program_keys(candidates: Measurements, prior: CostTable) -> tuple[dict, dict]:
@@ -195,9 +223,9 @@ def prior_check(prior: CostTable, measurements: Measurements) -> PriorCheck:
     if len(models) < 2:
         raise ValueError("checking a prior needs programs of two models or more")
     own = calibration.predicted_programs(measurements, prior)
-    left_out = pd.concat([calibration.predicted_programs(subset(measurements, models=[m]),
-                                                         transferred(prior, measurements.without(m)))
-                          for m in models])
+    ratios = _prior_ratios(prior, measurements)
+    left_out = pd.concat([calibration.predicted_programs(subset(measurements, models=[m]), _transferred_part(
+        prior, measurements.without(m), ratios)) for m in models])
     return PriorCheck(float(own["error"].abs().median()), float(left_out["error"].abs().median()),
                       float(own["measured_ms"].sum() / own["predicted_ms"].sum()), prior.spread)
 
@@ -253,6 +281,7 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
     # a program computed in half precision is chosen as the prior's program of its model
     measured = {(model.removesuffix(FP16_SUFFIX), strategy): (model, strategy)
                 for model, strategy in held_out.programs[PROGRAM].itertuples(index=False, name=None)}
+    ratios = _prior_ratios(prior, held_out)  # priced once: every fit below takes its part
     rows = []
     for budget in budgets:
         chosen = choose_programs(candidates, prior, budget, among=list(measured))
@@ -261,15 +290,16 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
         scored = [m for m in models if m not in {model for model, _ in programs}]
         progress(f"{budget} programs of {len(models) - len(scored)} models, scored on {len(scored)}")
         own = subset(held_out, models=scored)
-        for method, table in (("few-shot", transferred(prior, fitted)), ("prior, one factor", one_factor(prior, fitted)),
+        for method, table in (("few-shot", _transferred_part(prior, fitted, ratios)),
+                              ("prior, one factor", one_factor(prior, fitted, ratios.loc[fitted.nodes.index])),
                               ("budget alone", calibration.fit(fitted, folds=1))):
             rows.append({"budget": budget, "method": method, **scores(calibration.predicted_programs(own, table))})
         rows.append({"budget": budget, "method": "prior as it is", **scores(calibration.predicted_programs(own, prior))})
         rows.append({"budget": budget, "method": "whole table, model left out",
                      **scores(whole[whole["model"].isin(scored)])})
     progress(f"every program, each of {len(models)} models left out")
-    for method, fit in (("few-shot", lambda kept: transferred(prior, kept)),
-                        ("prior, one factor", lambda kept: one_factor(prior, kept))):
+    for method, fit in (("few-shot", lambda kept: _transferred_part(prior, kept, ratios)),
+                        ("prior, one factor", lambda kept: one_factor(prior, kept, ratios.loc[kept.nodes.index]))):
         rows.append({"budget": None, "method": method, **scores(_left_out(held_out, models, fit))})
     rows.append({"budget": None, "method": "prior as it is", **scores(calibration.predicted_programs(held_out, prior))})
     rows.append({"budget": None, "method": "whole table, model left out", **scores(whole)})
