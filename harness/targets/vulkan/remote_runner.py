@@ -78,18 +78,25 @@ def time_runner(execute, warmup: int, iterations: int, repeats: int,
     peak = 0
     for _ in range(warmup):
         peak = max(peak, execute(1)[1])
-    latencies = []
+    walls = []
     for _ in range(repeats):
         one, rss_one = execute(1)
         many, rss_many = execute(iterations + 1)
         peak = max(peak, rss_one, rss_many)
-        if many > one:
-            latencies.append((many - one) / iterations * 1000)
+        walls.append((one, many))
+    return wall_clock_latencies(walls, iterations, failure), peak
+
+
+def wall_clock_latencies(walls: list[tuple[float, float]], iterations: int,
+                         failure: type = RuntimeError) -> list[float]:
+    """Per-inference latencies in ms from (wall seconds of 1, of ``iterations`` + 1 executions)
+    pairs, one per repeat (:func:`time_runner`; ``remote_runner.sh`` sends its pairs raw)."""
+    latencies = [(many - one) / iterations * 1000 for one, many in walls if many > one]
     if not latencies:
         raise failure(f"{iterations} more inferences never took longer than the runner's start-up varies: "
                       "the program is too fast to time from outside with --iterations "
                       f"{iterations}; raise it (GPU dispatch times from the ETDump are unaffected)")
-    return latencies, peak
+    return latencies
 
 
 def etdump_paths(program: Path, processes: int) -> list[Path]:
@@ -146,6 +153,7 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
         raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
     summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
                "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
+               "made_by": "remote_runner.py",
                "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats, "processes": processes},
                "programs": {}}
     mode = {".xz": "w:xz", ".tar": "w"}.get(Path(out).suffix, "w:gz")  # xz: a quarter of gzip's size
