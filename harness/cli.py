@@ -161,6 +161,12 @@ def _parser() -> argparse.ArgumentParser:
     preferences.add_argument("tables", nargs="+", metavar="TABLE", help="cost tables written by calibrate")
     preferences.add_argument("--format", choices=("table", "json"), default="table")
 
+    pack = commands.add_parser("pack", help="programs, weightless, for remote_runner.py or (--bundle) a device's sh")
+    pack.add_argument("results", help="a results directory written by run --target vulkan-run")
+    pack.add_argument("out", help="the .tar, .tar.gz or .tar.xz to write; with --bundle, or a new directory")
+    pack.add_argument("--bundle", action="store_true", help="with run.sh, which runs them as remote_runner.py does")
+    pack.add_argument("--runner", help="--bundle: an executor_runner for that device, the one run.sh runs by default")
+
     remote = commands.add_parser("import-remote", help="records of programs run on another machine by "
                                  "harness/targets/vulkan/remote_runner.py or a bundle's run.sh")
     remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
@@ -214,7 +220,7 @@ def _parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "compare": sweeps.compare,
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
-            "calibrate": sweeps.calibrate, "import-remote": upkeep.import_remote,
+            "calibrate": sweeps.calibrate, "pack": upkeep.pack, "import-remote": upkeep.import_remote,
             "report": upkeep.report, "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve,
             "dashboard": upkeep.dashboard, "preferences": inspections.preferences}
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"

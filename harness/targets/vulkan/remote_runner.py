@@ -15,6 +15,8 @@ memory, the Vulkan device, the machine, and wall-clock latencies where the runne
 ETDump; ``--repeats`` is for those only).
 ``layoutbench import-remote`` turns it into records beside the ones of this machine,
 reading the latencies from the ETDumps' events there (``harness.targets.vulkan.latency``).
+``remote_runner.sh`` does the same in POSIX sh, for a device with no Python
+(``layoutbench pack --bundle``).
 """
 
 import argparse
@@ -145,10 +147,20 @@ def _with_weights(pte: Path, workdir: Path) -> Path:
     return runnable
 
 
+def list_programs(results: Path) -> list[Path]:
+    """The programs under ``results/programs``, in the order they are run."""
+    return sorted((Path(results) / "programs").glob("*/*.pte"))
+
+
+def program_inputs(pte: Path) -> list[Path]:
+    """A program's inputs as vulkan-run wrote them, in their order (input-0.bin, input-1.bin, ...)."""
+    return sorted(Path(pte).with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+
+
 def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int,
                  processes: int) -> dict:
     """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
-    programs = sorted((results / "programs").glob("*/*.pte"))
+    programs = list_programs(results)
     if not programs:
         raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
     summary = {"device": vulkan_device(), "machine": platform.node(), "runner": str(runner),
@@ -162,7 +174,7 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
             name = str(pte.relative_to(results))
             workdir = Path(scratch) / str(index)
             workdir.mkdir()
-            inputs = sorted(pte.with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+            inputs = program_inputs(pte)
             runnable = _with_weights(pte, workdir)
 
             def execute(count: int) -> tuple[float, int]:
