@@ -82,9 +82,7 @@ def _add_gate_arguments(command, required: bool) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROGRAM,
-        description="Compare tensor layout strategies of ExecuTorch backends on a model zoo.",
-    )
+        prog=PROGRAM, description="Compare tensor layout strategies of ExecuTorch backends on a model zoo.")
     parser.add_argument("--verbose", action="store_true", help="show library warnings and logs")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -103,8 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "compare", help="run (with --models/--zoo) or gate (with --baseline/--candidate); kept for scripts",
-        description="With --models/--zoo: the same as run. With --baseline/--candidate: the same as gate.",
-    )
+        description="With --models/--zoo: the same as run. With --baseline/--candidate: the same as gate.")
     _add_sweep_arguments(compare, required=False)
     _add_gate_arguments(compare, required=False)
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
@@ -172,11 +169,18 @@ def _parser() -> argparse.ArgumentParser:
     preferences.add_argument("tables", nargs="+", metavar="TABLE", help="cost tables written by calibrate")
     preferences.add_argument("--format", choices=("table", "json"), default="table")
 
-    remote = commands.add_parser(
-        "import-remote", help="records of programs run on another machine by harness/targets/vulkan/remote_runner.py")
+    pack = commands.add_parser("pack", help="programs, weightless, for remote_runner.py or (--bundle) a device's sh")
+    pack.add_argument("results", help="a results directory written by run --target vulkan-run")
+    pack.add_argument("out", help="the .tar, .tar.gz or .tar.xz to write; with --bundle, or a new directory")
+    pack.add_argument("--bundle", action="store_true", help="with run.sh, which runs them as remote_runner.py does")
+    pack.add_argument("--runner", help="--bundle: an executor_runner for that device, the one run.sh runs by default")
+
+    remote = commands.add_parser("import-remote", help="records of programs run on another machine by "
+                                 "harness/targets/vulkan/remote_runner.py or a bundle's run.sh")
     remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
-    remote.add_argument("archive", help="the tar remote_runner.py wrote")
+    remote.add_argument("archive", help="the tar remote_runner.py wrote, or the directory run.sh filled")
     remote.add_argument("--out", required=True, help="results directory for that machine's records")
+    remote.add_argument("--device", help="the Vulkan device that ran them, where ARCHIVE does not say")
     remote.add_argument("--copy-programs", action="store_true", help="copy the programs and node maps into --out "
                         "(default: links to them in RESULTS, which must then stay)")
     remote.add_argument("--format", choices=("table", "json", "csv"), default="table")
@@ -217,17 +221,16 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--status", action="store_true", help="say whether one runs, and what it holds")
     what.add_argument("--stop", action="store_true", help="end it once its running commands have")
 
-    dashboard = commands.add_parser(
-        "dashboard", help="make an asv publish output work offline (scripts fetched via npm, not CDNs)")
+    dashboard = commands.add_parser("dashboard", help="make asv publish's pages work offline (scripts from npm, not CDNs)")
     dashboard.add_argument("html", nargs="?", default=".asv/html", help="asv's html_dir (default: %(default)s)")
     return parser
 
 
 COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "compare": sweeps.compare,
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
-            "calibrate": sweeps.calibrate, "import-remote": upkeep.import_remote, "report": upkeep.report,
-            "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve, "dashboard": upkeep.dashboard,
-            "preferences": inspections.preferences}
+            "calibrate": sweeps.calibrate, "pack": upkeep.pack, "import-remote": upkeep.import_remote,
+            "report": upkeep.report, "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve,
+            "dashboard": upkeep.dashboard, "preferences": inspections.preferences}
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 
 

@@ -21,7 +21,7 @@ import strategies
 from harness.inspection import calibration, costs, profile
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.targets.vulkan.remote_import import import_remote
+from harness.targets.vulkan.remote_import import MADE_BY, import_remote
 from harness.results.store import RecordStore, make_record
 from harness.targets.vulkan import latency, metrics
 from harness.targets.vulkan.dispatches import (
@@ -299,22 +299,52 @@ def test_an_import_links_the_programs_it_measured_unless_asked_to_copy(tmp_path)
 
 
 @pytest.mark.parametrize("archive, message", [
-    ("gone.tar", "archive {archive} does not exist: pass the tar remote_runner.py wrote"),
-    ("not-a-tar.tar", "{archive} is not a tar archive: pass the tar remote_runner.py wrote"),
-    ("no-summary.tar", "{archive} holds no remote.json that remote_runner.py wrote: pass the tar it made, whole"),
-    (".", "archive {archive} is a directory: pass the tar remote_runner.py wrote"),
+    ("gone.tar", "archive {archive} does not exist: pass " + MADE_BY),
+    ("not-a-tar.tar", "{archive} is not a tar archive: pass " + MADE_BY),
+    ("no-summary.tar", "{archive} holds no remote.json that remote_runner.py or run.sh wrote: pass "
+     f"{MADE_BY}, whole"),
+    ("empty", "{archive} holds no remote.json that remote_runner.py or run.sh wrote: pass " + f"{MADE_BY}, whole"),
 ])
 def test_an_archive_that_is_not_remote_runners_tar_is_one_line(tmp_path, capsys, archive, message):
     from harness import cli
 
     results, _ = _ran_elsewhere(tmp_path)
     (tmp_path / "not-a-tar.tar").write_text("ETDumps, honestly")
+    (tmp_path / "empty").mkdir()  # a directory run.sh did not fill
     with tarfile.open(tmp_path / "no-summary.tar", "w") as tar:
         tar.add(DATA / f"{RECORDED[0]}.etdump", "synthetic_small/x.etdump")
     path = tmp_path / archive
     assert cli.main(["import-remote", str(results), str(path), "--out", str(tmp_path / "remote")]) == 2
     assert capsys.readouterr().err.splitlines() == ["layoutbench: error: " + message.format(archive=path)]
     assert not (tmp_path / "remote").exists()
+
+
+def test_import_of_what_run_sh_could_not_measure_says_so(tmp_path, capsys):
+    """A directory run.sh filled, with no device (no vulkaninfo, no --device) and no peak memory (no
+    time -v): import-remote asks for --device in one line, then notes the peak memory's absence."""
+    from harness import cli
+
+    results, archive = _ran_elsewhere(tmp_path)
+    returned = tmp_path / "returned"
+    with tarfile.open(archive) as tar:
+        tar.extractall(returned, filter="data")
+    summary = json.loads((returned / "remote.json").read_text())
+    summary.update(device=None, made_by="run.sh",
+                   unknown={"device": "no vulkaninfo", "peak_rss_bytes": "no time -v here"})
+    for run in summary["programs"].values():
+        run["peak_rss_bytes"] = None
+    (returned / "remote.json").write_text(json.dumps(summary))
+    argv = ["import-remote", str(results), str(returned), "--out", str(tmp_path / "remote")]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"layoutbench: error: {returned} does not say which Vulkan device ran its programs (no vulkaninfo): "
+        "pass --device NAME"]
+    assert cli.main([*argv, "--device", "Adreno (TM) 740", "--format", "json"]) == 0
+    for record in json.loads(capsys.readouterr().out):
+        assert record["environment"]["vulkan_device"] == "Adreno (TM) 740" and record["peak_rss_bytes"] is None
+        assert record["run_note"] == ("run on elsewhere (Adreno (TM) 740) by run.sh; peak memory not measured: "
+                                      "no time -v here; outputs not compared")
+        assert record["gpu_dispatch_ms"] > 0  # the ETDumps copied from the directory, attributed
 
 
 def _ran_elsewhere(tmp_path) -> tuple[Path, Path]:

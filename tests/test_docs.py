@@ -13,7 +13,7 @@ CODE = ("harness", "strategies", "models", "benchmarks", "layoutkit")
 
 # Anywhere: paths of a particular machine or run, the builders' tools, the making of it.
 EVERYWHERE = {
-    "a path of a particular machine": r"/work/|/root/|/home/\w|/tmp/(?!layoutbench-\{)",
+    "a path of a particular machine": r"/work/|/root/|/home/\w|(?<!/data/local)/tmp/(?!layoutbench-\{)",
     "a tool of the machines it was built on": r"search tool|device tool|fetch verb|fetch github:|\.mirror\b"
                                               r"|\bduplicates\b|helper session",
     "how it was made": r"this session|earlier rounds|previous rounds?\b|this round\b|other developers'"
@@ -50,5 +50,6 @@ def test_the_rules_catch_what_they_are_for():
     assert all(findings(text, EVERYWHERE) for text in caught), [t for t in caught if not findings(t, EVERYWHERE)]
     assert findings("vulkaninfo on this machine", PROSE)
     fine = ["ExecuTorch PR #19113", 'color="#999999"', "color: #222;", 'f"/tmp/layoutbench-{os.getuid()}"', "drop_duplicates",
-            "a pair no earlier round used", "a 2-core x86-64 VM, Debian 12", "~/.cache/layoutbench"]
+            "a pair no earlier round used", "a 2-core x86-64 VM, Debian 12", "~/.cache/layoutbench",
+            "adb push bundle /data/local/tmp/lb"]
     assert not [text for text in fine if findings(text, EVERYWHERE)]

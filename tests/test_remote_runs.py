@@ -131,7 +131,8 @@ def test_packed_programs_run_remotely_with_their_weights_refilled(tmp_path):
     """A pack holds each program stripped, its manifest, and one copy of identical inputs;
     remote_runner.py runs the programs with their weights filled again."""
     from harness.targets.vulkan.remote_runner import _with_weights
-    from harness.targets.vulkan.weightless import MANIFEST_SUFFIX, pack
+    from harness.targets.vulkan.packing import pack
+    from harness.targets.vulkan.weightless import MANIFEST_SUFFIX
 
     first = _program(tmp_path, "synthetic_small")
     _program(tmp_path, "synthetic_small", "all-width-packed")

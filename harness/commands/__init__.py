@@ -1,6 +1,6 @@
 """The command line's commands, each a function of its parsed arguments that returns the
 exit status (:mod:`harness.cli` parses and dispatches): sweeps (run, compare, gate,
 calibrate), inspections (explain, profile, costs, preferences) and upkeep (list, report,
-cache, runtime, dashboard, import-remote)."""
+cache, runtime, dashboard, pack, import-remote)."""
 
 PROGRAM = "layoutbench"  # how every line the command line writes to stderr begins

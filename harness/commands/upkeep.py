@@ -1,4 +1,4 @@
-"""The upkeep commands: list, report, cache, runtime, serve, dashboard and import-remote."""
+"""The upkeep commands: list, report, cache, runtime, serve, dashboard, pack and import-remote."""
 
 import json
 import sys
@@ -9,10 +9,24 @@ from harness.commands import PROGRAM
 from harness.commands.output import render_records
 
 
+def pack(args) -> int:
+    from harness.errors import UsageError
+    from harness.targets.vulkan import packing
+
+    if args.runner and not args.bundle:
+        raise UsageError("--runner goes into a bundle: add --bundle")
+    count = (packing.pack_bundle(args.results, args.out, args.runner) if args.bundle
+             else packing.pack(args.results, args.out))
+    what = "a bundle for run.sh" if args.bundle else "a tar for remote_runner.py"
+    print(f"{PROGRAM}: {count} programs, without their weights, packed into {args.out}, {what}", file=sys.stderr)
+    print(args.out)
+    return 0
+
+
 def import_remote(args) -> int:
     from harness.targets.vulkan.remote_import import import_remote
 
-    records = import_remote(args.results, args.archive, args.out, args.copy_programs)
+    records = import_remote(args.results, args.archive, args.out, args.copy_programs, args.device)
     print(render_records(records, args.format, args.columns))
     failed = [r for r in records if r["status"] == "failed"]
     for record in failed:

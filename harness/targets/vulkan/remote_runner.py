@@ -15,6 +15,8 @@ memory, the Vulkan device and its limits, the machine, and wall-clock latencies 
 runner wrote no ETDump; ``--repeats`` is for those only).
 ``layoutbench import-remote`` turns it into records beside the ones of this machine,
 reading the latencies from the ETDumps' events there (``harness.targets.vulkan.latency``).
+``remote_runner.sh`` does the same in POSIX sh, for a device with no Python
+(``layoutbench pack --bundle``).
 """
 
 import argparse
@@ -78,18 +80,25 @@ def time_runner(execute, warmup: int, iterations: int, repeats: int,
     peak = 0
     for _ in range(warmup):
         peak = max(peak, execute(1)[1])
-    latencies = []
+    walls = []
     for _ in range(repeats):
         one, rss_one = execute(1)
         many, rss_many = execute(iterations + 1)
         peak = max(peak, rss_one, rss_many)
-        if many > one:
-            latencies.append((many - one) / iterations * 1000)
+        walls.append((one, many))
+    return wall_clock_latencies(walls, iterations, failure), peak
+
+
+def wall_clock_latencies(walls: list[tuple[float, float]], iterations: int,
+                         failure: type = RuntimeError) -> list[float]:
+    """Per-inference latencies in ms from (wall seconds of 1, of ``iterations`` + 1 executions)
+    pairs, one per repeat (:func:`time_runner`; ``remote_runner.sh`` sends its pairs raw)."""
+    latencies = [(many - one) / iterations * 1000 for one, many in walls if many > one]
     if not latencies:
         raise failure(f"{iterations} more inferences never took longer than the runner's start-up varies: "
                       "the program is too fast to time from outside with --iterations "
                       f"{iterations}; raise it (GPU dispatch times from the ETDump are unaffected)")
-    return latencies, peak
+    return latencies
 
 
 def etdump_paths(program: Path, processes: int) -> list[Path]:
@@ -138,14 +147,25 @@ def _with_weights(pte: Path, workdir: Path) -> Path:
     return runnable
 
 
+def list_programs(results: Path) -> list[Path]:
+    """The programs under ``results/programs``, in the order they are run."""
+    return sorted((Path(results) / "programs").glob("*/*.pte"))
+
+
+def program_inputs(pte: Path) -> list[Path]:
+    """A program's inputs as vulkan-run wrote them, in their order (input-0.bin, input-1.bin, ...)."""
+    return sorted(Path(pte).with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+
+
 def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int,
                  processes: int) -> dict:
     """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
-    programs = sorted((results / "programs").glob("*/*.pte"))
+    programs = list_programs(results)
     if not programs:
         raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
     summary = {"device": vulkan_device(), "limits": vulkan_limits(), "machine": platform.node(),
                "runner": str(runner), "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
+               "made_by": "remote_runner.py",
                "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats, "processes": processes},
                "programs": {}}
     mode = {".xz": "w:xz", ".tar": "w"}.get(Path(out).suffix, "w:gz")  # xz: a quarter of gzip's size
@@ -154,7 +174,7 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
             name = str(pte.relative_to(results))
             workdir = Path(scratch) / str(index)
             workdir.mkdir()
-            inputs = sorted(pte.with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+            inputs = program_inputs(pte)
             runnable = _with_weights(pte, workdir)
 
             def execute(count: int) -> tuple[float, int]:

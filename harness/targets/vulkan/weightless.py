@@ -9,21 +9,16 @@ runtime loads it. Zeros are not run as they are: a GPU may compress memory that 
 and read it faster. Other constants (int32 and int64 tensors: indices, shapes) travel as
 they are.
 
-:func:`pack` (``python -m harness.targets.vulkan.weightless RESULTS OUT.tar.xz``) writes the
-programs of a results directory that way, with their inputs (one copy of each, linked), in
-the layout ``remote_runner.py`` reads; ``remote_runner.py`` refills every program that has a
-``.weights.json`` beside it. :func:`refill` uses Python's standard library only, as
-``remote_runner.py`` does.
+``layoutbench pack`` (:mod:`harness.targets.vulkan.packing`) writes the programs of a results
+directory that way; ``remote_runner.py`` refills every program that has a ``.weights.json``
+beside it, and ``remote_runner.sh`` splices the same blocks (:func:`random_blocks`) into a
+program of a bundle, byte for byte what :func:`refill` makes. :func:`refill` uses Python's
+standard library only, as ``remote_runner.py`` does.
 """
 
-import hashlib
-import io
 import json
 import random
 import struct
-import sys
-import tarfile
-from pathlib import Path
 
 MANIFEST_SUFFIX = ".weights.json"
 # Weight types filled with random values: element format for struct (None: random bytes).
@@ -41,9 +36,15 @@ def _random_block(dtype: str, seed: int) -> bytes:
     return struct.pack(f"<{count}{element_format}", *(rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE) for _ in range(count)))
 
 
+def random_blocks() -> dict[str, bytes]:
+    """The block of pseudo-random values of each type that :func:`refill` repeats through a region
+    (seeded by the type's place in a sorted list: the same on every machine and Python)."""
+    return {dtype: _random_block(dtype, seed) for seed, dtype in enumerate(sorted(REFILLED_TYPES))}
+
+
 def refill(program: bytearray, manifest: list[dict]) -> None:
     """Fill each stripped region of ``program`` (in place) with pseudo-random values of its type."""
-    blocks = {dtype: _random_block(dtype, seed) for seed, dtype in enumerate(sorted(REFILLED_TYPES))}
+    blocks = random_blocks()
     for region in manifest:
         block, start, size = blocks[region["dtype"]], region["offset"], region["size"]
         whole, rest = divmod(size, BLOCK_BYTES)
@@ -99,42 +100,3 @@ def strip(program: bytes) -> tuple[bytes, list[dict]]:
         stripped[start:start + segment["size"]] = bytes(segment["size"])
         manifest.append({"offset": start, "size": segment["size"], "dtype": dtype})
     return bytes(stripped), manifest
-
-
-def _add(archive: tarfile.TarFile, name: str, data: bytes, seen: dict) -> None:
-    """Add ``data`` as ``name``, as a link to an earlier member with the same bytes."""
-    member = tarfile.TarInfo(name)
-    digest = hashlib.sha256(data).digest()
-    if digest in seen:
-        member.type, member.linkname = tarfile.LNKTYPE, seen[digest]
-        archive.addfile(member)
-        return
-    seen[digest] = name
-    member.size = len(data)
-    archive.addfile(member, io.BytesIO(data))
-
-
-def pack(results: Path, out: Path) -> int:
-    """Every program under ``results/programs`` stripped, with its manifest and inputs, into the
-    tar ``out`` (compressed as its suffix says); returns the number of programs."""
-    results = Path(results)
-    programs = sorted((results / "programs").glob("*/*.pte"))
-    if not programs:
-        raise SystemExit(f"weightless: no programs under {results / 'programs'}")
-    seen: dict = {}
-    mode = {".xz": "w:xz", ".gz": "w:gz"}.get(Path(out).suffix, "w")
-    with tarfile.open(out, mode) as archive:
-        for program in programs:
-            name = str(program.relative_to(results))
-            stripped, manifest = strip(program.read_bytes())
-            _add(archive, name, stripped, seen)
-            _add(archive, name.removesuffix(".pte") + MANIFEST_SUFFIX, json.dumps(manifest).encode(), seen)
-            for input_file in sorted(program.with_suffix(".inputs").glob("*")):
-                _add(archive, str(input_file.relative_to(results)), input_file.read_bytes(), seen)
-    return len(programs)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: python -m harness.targets.vulkan.weightless RESULTS OUT.tar.xz")
-    print(f"weightless: {pack(Path(sys.argv[1]), Path(sys.argv[2]))} programs packed into {sys.argv[2]}")

@@ -1,0 +1,232 @@
+#!/bin/sh
+# remote_runner.py for a device with an ExecuTorch executor_runner but no Python (a phone, a
+# board): POSIX sh and the utilities of coreutils, busybox and Android's toybox. It is run.sh
+# in a bundle that `layoutbench pack RESULTS OUT --bundle` writes, and runs each program of the
+# bundle as remote_runner.py does: --processes runner processes of --warmup + --iterations
+# executions, the runner's flags the same, the ETDumps named and placed as import-remote reads
+# them, under OUT/programs/, and OUT/remote.json (`layoutbench import-remote RESULTS OUT`).
+#
+#   sh run.sh [RUNNER] [--out DIR] [--warmup 1] [--iterations 20] [--processes 3] [--repeats 3] [--device NAME]
+#
+# RUNNER: the executor_runner (default: the one packed beside this script). DIR: where the
+# results go (default: results, beside this script). NAME: the Vulkan device, where no
+# vulkaninfo can say which one ET-VK picks. What sh cannot measure (peak memory without a
+# `time -v`, the device) is null in remote.json, with the reason under "unknown".
+
+usage="usage: sh run.sh [RUNNER] [--out DIR] [--warmup N] [--iterations N] [--processes N] [--repeats N] [--device NAME]"
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { printf 'run.sh: error: %s\n' "$1" >&2; exit 2; }
+absolute() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac; }
+
+runner=$here/executor_runner out=$here/results warmup=1 iterations=20 processes=3 repeats=3 device=''
+while [ $# -gt 0 ]; do
+    case $1 in
+        -h|--help) echo "$usage"; exit 0 ;;
+        --out|--warmup|--iterations|--processes|--repeats|--device)
+            [ $# -ge 2 ] || fail "$1 needs a value; $usage"
+            name=${1#--}; eval "$name=\$2"; shift 2 ;;
+        --out=*|--warmup=*|--iterations=*|--processes=*|--repeats=*|--device=*)
+            name=${1%%=*}; name=${name#--}; eval "$name=\${1#*=}"; shift ;;
+        -*) fail "unknown option $1; $usage" ;;
+        *) runner=$1; shift ;;
+    esac
+done
+value=''
+for setting in warmup:0 iterations:1 processes:1 repeats:1; do
+    eval "value=\$${setting%:*}"
+    case $value in ''|*[!0-9]*) fail "--${setting%:*} takes a whole number, not '$value'" ;; esac
+    [ "$value" -ge "${setting#*:}" ] || fail "--${setting%:*} takes a whole number >= ${setting#*:}, not $value"
+done
+runner=$(absolute "$runner") out=$(absolute "$out")
+{ [ -f "$runner" ] && [ -x "$runner" ]; } || fail "$runner is not an executable file: name the executor_runner"
+[ -f "$here/programs.list" ] || fail "$here holds no programs.list: run the run.sh of a bundle from its directory"
+[ "$out" != "$here" ] || fail "--out must be another directory than the bundle's"
+[ "$(printf ab | head -c 1 2>/dev/null)" = a ] || fail "this system's head has no -c (bytes), which refilling needs"
+
+# The outputs of an earlier run into DIR go first: import-remote would read a stale ETDump.
+work=$out/.work
+rm -rf "$out/programs" "$out/remote.json" "$work"
+mkdir -p "$work" || fail "cannot write $out"
+trap 'rm -rf "$work"; exit 130' INT
+trap 'rm -rf "$work"; exit 143' TERM
+
+json() {  # $1 as a JSON string: control characters dropped, backslashes and quotes escaped
+    printf '"%s"' "$(printf '%s' "$1" | tr -d '[:cntrl:]' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"
+}
+
+# The device ET-VK picks (backends/vulkan/runtime/vk_api/Runtime.cpp): $ETVK_DEVICE_INDEX, else
+# the first of the highest kind, discrete over integrated, virtual, other, CPU.
+pick_device() {
+    index=-1 best=-1 chosen='' kind=0
+    while IFS= read -r line; do
+        case $line in
+            *deviceType*=*)
+                case $line in
+                    *DISCRETE_GPU) kind=5 ;; *INTEGRATED_GPU) kind=4 ;; *VIRTUAL_GPU) kind=3 ;; *CPU) kind=1 ;;
+                    *) kind=2 ;;
+                esac ;;
+            *deviceName*=*)
+                index=$((index + 1)) device_name=${line#*= }
+                if [ "$index" = "${ETVK_DEVICE_INDEX:-}" ]; then printf '%s' "$device_name"; return; fi
+                if [ "$kind" -gt "$best" ]; then best=$kind chosen=$device_name; fi ;;
+        esac
+    done
+    printf '%s' "$chosen"
+}
+unknown=''
+if [ -z "$device" ] && command -v vulkaninfo >/dev/null 2>&1; then
+    device=$(vulkaninfo --summary 2>/dev/null | pick_device)
+fi
+if [ -n "$device" ]; then device_json=$(json "$device")
+else
+    device_json=null
+    unknown="\"device\": \"no --device given, and no vulkaninfo here named one; import-remote --device names it\""
+fi
+
+# Peak memory: the runner's maximum resident set, as wait4 reports it, through a time -v (GNU,
+# busybox and toybox each have one; sh has no wait4).
+if env time -v true >"$work/probe" 2>&1 && grep -q -e 'Maximum resident set size' -e 'Max RSS' "$work/probe"; then
+    timer=yes
+else
+    timer=''
+    unknown="${unknown:+$unknown, }\"peak_rss_bytes\": \"no time -v here (GNU time, busybox or toybox)\""
+fi
+# Wall clock in nanoseconds, for a runner that writes no ETDump: date +%N is no POSIX, but
+# coreutils, busybox and toybox have it.
+now=$(date +%s%N 2>/dev/null)
+case $now in ''|*[!0-9]*) clock='' ;; *) clock=yes ;; esac
+if command -v sha256sum >/dev/null 2>&1; then digest=$(sha256sum "$runner" | cut -c1-16)
+else digest=cksum-$(cksum < "$runner" | tr ' ' '-')
+fi
+
+# The bytes $2 .. $2 + $3 of the file $1.
+piece() { [ "$3" -gt 0 ] && tail -c +$(($2 + 1)) "$1" | head -c "$3"; }
+
+# $1 bytes of weights of the type $2: its block from the bundle repeated, as weightless.refill
+# fills a region; 16 blocks at a time, where there are that many.
+fill() {  # (sh has no local variables: these names are fill's alone)
+    fill_block=$here/fill/$2.bin fill_run=$work/$2.run fill_left=$1
+    fill_size=$(wc -c < "$fill_block")
+    if [ ! -f "$fill_run" ]; then
+        for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do cat "$fill_block"; done > "$fill_run"
+    fi
+    while [ "$fill_left" -ge $((fill_size * 16)) ]; do cat "$fill_run"; fill_left=$((fill_left - fill_size * 16)); done
+    while [ "$fill_left" -ge "$fill_size" ]; do cat "$fill_block"; fill_left=$((fill_left - fill_size)); done
+    if [ "$fill_left" -gt 0 ]; then head -c "$fill_left" "$fill_block"; fi
+}
+
+# The program $1 (programs/<model>/<strategy>.pte) with its weights, at $2.
+refill() {
+    cut=$here/${1%.pte}.cut kept=0 position=0
+    {
+        while read -r offset size type; do
+            piece "$cut" "$kept" $((offset - position))
+            fill "$size" "$type"
+            kept=$((kept + offset - position)) position=$((offset + size))
+        done < "$here/${1%.pte}.weights"
+        tail -c +$((kept + 1)) "$cut"
+    } > "$2"
+}
+
+# One runner process of $1 executions in $workdir: sets $wall (ns, where there is a clock) and
+# raises $peak; on a non-zero exit, $failure says so, with the last line the runner wrote.
+execute() {
+    set -- "$runner" "--model_path=$runnable" "--inputs=$inputs" "--num_executions=$1" \
+        "--output_file=$workdir/output" "--print_output=none"
+    start=$(if [ "$clock" ]; then date +%s%N; fi)
+    if [ "$timer" ]; then
+        (cd "$workdir" && env time -v sh -c 'exec "$@" 2>stderr.txt' sh "$@" </dev/null >/dev/null 2>rusage.txt)
+    else
+        (cd "$workdir" && exec "$@" </dev/null >/dev/null 2>stderr.txt)
+    fi
+    code=$?
+    wall=$(if [ "$clock" ]; then echo $(($(date +%s%N) - start)); fi)
+    if [ "$timer" ]; then
+        kib=$(sed -n -e 's/.*Maximum resident set size[^:]*: *\([0-9]*\).*/\1/p' \
+            -e 's/.*Max RSS[^:]*: *\([0-9]*\).*/\1/p' "$workdir/rusage.txt")
+        [ "${kib:-0}" -gt $((peak / 1024)) ] && peak=$((kib * 1024))
+    fi
+    [ "$code" -eq 0 ] && return 0
+    # A signal as Python reports it (-11), as remote_runner.py's message has it.
+    [ "$code" -gt 128 ] && code=-$((code - 128))
+    last=$(grep -v '^[[:space:]]*$' "$workdir/stderr.txt" | tail -n 1 | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+    failure="executor_runner on $name exited with $code: ${last:-no message}"
+    return 1
+}
+
+# remote_runner.run_timed: $processes processes, each one's ETDump kept; a runner that writes
+# none is timed from outside instead, the first process having been its warm-up: the wall
+# clock of 1 and of iterations + 1 executions, $repeats times (import-remote takes the
+# difference). Sets $entry, the program's remote.json entry.
+run_program() {
+    etdumps=0 peak=0
+    while [ "$etdumps" -lt "$processes" ]; do
+        rm -f "$workdir/model.etdump"
+        execute $((warmup + iterations)) || return 1
+        [ -s "$workdir/model.etdump" ] || break
+        etdumps=$((etdumps + 1))
+        mv "$workdir/model.etdump" "$workdir/process-$etdumps.etdump"
+    done
+    peak_json=$(if [ "$timer" ]; then echo "$peak"; else echo null; fi)
+    if [ "$etdumps" -gt 0 ]; then
+        entry="{\"latencies_ms\": null, \"peak_rss_bytes\": $peak_json, \"etdump\": true, \"processes\": $etdumps}"
+        return 0
+    fi
+    if [ -z "$clock" ]; then
+        failure="the runner wrote no ETDump (built without the event tracer) and this date has no %N to time it from outside: build it with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON"
+        return 1
+    fi
+    walls='' repeat=0
+    while [ "$repeat" -lt "$repeats" ]; do
+        execute 1 || return 1
+        one=$wall
+        execute $((iterations + 1)) || return 1
+        walls="${walls:+$walls, }[$one, $wall]" repeat=$((repeat + 1))
+    done
+    entry="{\"latencies_ms\": null, \"walls_ns\": [$walls], \"peak_rss_bytes\": $peak_json, \"etdump\": false, \"processes\": 1}"
+}
+
+total=$(grep -c . "$here/programs.list")
+index=0 entries=''
+while read -r count name; do
+    index=$((index + 1)) workdir=$work/$index
+    mkdir -p "$workdir"
+    runnable=$workdir/$(basename "$name")
+    refill "$name" "$runnable"
+    inputs='' input=0
+    while [ "$input" -lt "$count" ]; do
+        inputs="${inputs:+$inputs,}$here/${name%.pte}.inputs/input-$input.bin" input=$((input + 1))
+    done
+    if run_program; then
+        first=$out/${name%.pte}
+        mkdir -p "$(dirname "$first")"
+        process=1
+        while [ "$process" -le "$etdumps" ]; do
+            if [ "$process" = 1 ]; then place=$first.etdump; else place=$first.$process.etdump; fi
+            mv "$workdir/process-$process.etdump" "$place"
+            process=$((process + 1))
+        done
+        if [ "$etdumps" -gt 0 ]; then timing="$etdumps ETDumps written"; else timing="timed by wall clock"; fi
+        printf 'run.sh: [%s/%s] %s: %s\n' "$index" "$total" "$name" "$timing" >&2
+    else
+        entry="{\"error\": $(json "$failure")}"
+        printf 'run.sh: %s: %s\n' "$name" "$failure" >&2
+    fi
+    entries="${entries:+$entries,
+}  $(json "$name"): $entry"
+    rm -rf "$workdir"
+done < "$here/programs.list"
+
+cat > "$out/remote.json.part" <<EOF
+{"device": $device_json, "machine": $(json "$(uname -n)"), "runner": $(json "$runner"),
+ "runner_digest": "$digest", "made_by": "run.sh",
+ "settings": {"warmup": $warmup, "iterations": $iterations, "repeats": $repeats, "processes": $processes},
+ "unknown": {$unknown},
+ "programs": {
+$entries
+ }}
+EOF
+mv "$out/remote.json.part" "$out/remote.json"
+rm -rf "$work"
+printf 'run.sh: %s programs run; bring %s back whole and import it: layoutbench import-remote RESULTS DIR --out DIR2\n' \
+    "$index" "$out" >&2
