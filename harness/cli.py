@@ -15,7 +15,7 @@ import sys
 
 from harness import quiet
 from harness.cache import ENTRY_KINDS
-from harness.commands import PROGRAM, inspections, sweeps, upkeep
+from harness.commands import PROGRAM, explore, inspections, sweeps, upkeep
 from harness.commands.option_types import count, gibibytes, positive
 from harness.results.schema import default_thresholds
 from strategies.gpu_costs import COSTS_ENV
@@ -115,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--vs", help="a second strategy: where the two disagree")
     explain.add_argument("--format", choices=("table", "json"), default="table")
     explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
+    explore.add_parser(commands)
 
     profile = commands.add_parser(
         "profile", help="where one strategy's program spends GPU time (ET-VK ETDump), per operator and "
@@ -219,7 +220,7 @@ COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
             "calibrate": sweeps.calibrate, "import-remote": upkeep.import_remote, "report": upkeep.report,
             "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve, "dashboard": upkeep.dashboard,
-            "preferences": inspections.preferences}
+            "preferences": inspections.preferences, "explore": explore.explore}
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 
 
