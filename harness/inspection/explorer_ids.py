@@ -5,13 +5,16 @@ The adapter names a node as ExecuTorch's debug format does, the FX name and ``_`
 graph ``forward``; the user's inputs are one node, ``GraphInputs``. A node of a partition is
 drawn as, in this order:
 
-- the edge node of its name (most nodes: delegation keeps names);
+- the edge node of its name (most nodes: delegation keeps names); a ``getitem`` as the node
+  whose output it takes (the adapter draws outputs on their node);
 - one that ET-VK's passes made stands for the edge node it replaced: among the nodes of the
   same torch call that the partition no longer has, the one of its original operator (a
   linear fused from ``permute_copy`` and ``addmm`` is drawn as the ``addmm``), else the last;
 - otherwise (a pass's clone, a squeeze of an unbind) the node it reads, as drawn;
 - nothing where it reads only weights (ET-VK's prepacking, done once at load).
 """
+
+import operator
 
 import torch
 
@@ -42,7 +45,10 @@ def drawn_as(graph: torch.fx.Graph, edge: EdgeGraph) -> dict[str, str]:
     present = {node.name for node in graph.nodes}
     ids: dict[str, str] = {}
     for node in graph.nodes:  # in graph order: what a node reads is placed before it
-        if node.name in names:
+        if node.target == operator.getitem:
+            if node.args[0].name in ids:
+                ids[node.name] = ids[node.args[0].name]
+        elif node.name in names:
             ids[node.name] = adapter_id(node.name)
         elif node.op == "placeholder":
             if node.name in inputs:
