@@ -6,6 +6,7 @@ ETRecord adapter draws."""
 import contextlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from harness import cli
 from harness.inspection.explain import compare_strategies
 from harness.inspection.explorer_ids import drawn_as
 from harness.pipeline.model import pipeline
+from harness.results.store import make_record
 from harness.targets.vulkan.etrecord import model_edge_graph
 from harness.targets.vulkan.metrics import partition_transitions, predicted_gpu_time
 from harness.targets.vulkan.prefix import vulkan_lowering
@@ -128,6 +130,18 @@ def test_the_page_draws_the_graph_with_the_overlays_on_the_nodes_that_differ(ser
         page.screenshot(tmp_path / "view.png")
     if os.environ.get("LAYOUTBENCH_WRITE_DOCS") == "1":
         shutil.copyfile(tmp_path / "view.png", VIEW)
+
+
+def test_the_report_links_each_models_overlay_files(served, capsys):
+    results = served.etrecord.parents[2]  # RESULTS/explorer/MODEL/MODEL.etrecord
+    (results / "records.jsonl").write_text(json.dumps(make_record(MODEL, NAMES[0], "vulkan", "ok", transitions=11)) + "\n")
+    assert cli.main(["report", str(results)]) == 0
+    page = (results / "report.html").read_text()
+    linked = re.findall(r"<a href='([^']+)'>", page)
+    assert sorted((results / href).resolve() for href in linked) == sorted(
+        path.resolve() for path in [served.etrecord, *served.overlays])
+    assert f"{MODEL}: {NAMES[0]} vs {NAMES[1]}" in page
+    assert all(f"]({href})" in (results / "report.md").read_text() for href in linked)
 
 
 def test_explore_of_an_unknown_model_is_one_line_and_exit_2(capsys):
