@@ -7,6 +7,7 @@ import socket
 import sys
 
 from harness.commands import PROGRAM
+from harness.commands.option_types import add_model_and_strategies
 from strategies.gpu_costs import COSTS_ENV
 
 DEFAULT_PORT = 8080  # Model Explorer's: from it, the first free port up to 8099
@@ -16,9 +17,7 @@ def add_parser(commands) -> None:
     explore = commands.add_parser(
         "explore", help="Model Explorer overlays of a strategy's representations, transitions and GPU times (and "
         "where --vs differs) on the model's graph, opened on a local port")
-    explore.add_argument("model")
-    explore.add_argument("--strategy", required=True)
-    explore.add_argument("--vs", help="a second strategy: overlays of where and by how much it differs")
+    add_model_and_strategies(explore, "a second strategy: overlays of where and by how much it differs")
     explore.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
                          help="a device's GPU cost table: predicted time per node (default: $LAYOUTBENCH_COSTS)")
     explore.add_argument("--out", default="results", help="results directory: measured time from its vulkan-run "

@@ -1,5 +1,5 @@
 """The value types of the command line's options: argparse types that turn text into a
-number, or say in one line what was expected."""
+number, or say in one line what was expected; and the arguments several commands share."""
 
 import argparse
 
@@ -28,3 +28,10 @@ def gibibytes(text: str) -> int:
     if size <= 0:
         raise argparse.ArgumentTypeError(f"expected a size in GiB > 0, not {text!r}")
     return int(size * (1 << 30))
+
+
+def add_model_and_strategies(command, vs_help: str) -> None:
+    """The arguments of a command that looks at one model under a strategy and, with --vs, another."""
+    command.add_argument("model")
+    command.add_argument("--strategy", required=True)
+    command.add_argument("--vs", help=vs_help)
