@@ -38,8 +38,12 @@ def explore(args) -> int:
     import strategies
     from harness.errors import UsageError
 
-    if args.port != DEFAULT_PORT and _port_taken(args.port):  # Model Explorer would exit with a line in red
-        raise UsageError(f"port {args.port} is in use; name another with --port")
+    if not args.write_only:  # said before the minutes of lowering, not after
+        from harness.inspection.explorer_server import require
+
+        require()
+        if args.port != DEFAULT_PORT and _port_taken(args.port):  # Model Explorer would exit with a line in red
+            raise UsageError(f"port {args.port} is in use; name another with --port")
     model = models.resolve_models(args.model)[0]
     names = [args.strategy] + ([args.vs] if args.vs else [])
     strategies.resolve_strategies(",".join(names))
@@ -62,6 +66,5 @@ def explore(args) -> int:
         return 0
     from harness.inspection.explorer_server import serve
 
-    sys.stdout.flush()
     serve(explored.etrecord, explored.overlays, "127.0.0.1", args.port, open_browser=not args.no_browser)
     return 0

@@ -4,6 +4,7 @@ until Ctrl-C. The packages are the ``explorer`` extra (``make explorer``), not t
 stack: this module imports them only when it starts a server, and says how to get them.
 """
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -13,6 +14,12 @@ EXTENSION = "executorch_extension_model_explorer"
 INSTALL = "Model Explorer is not installed: make explorer (or pip install -r requirements-explorer.txt)"
 
 
+def require() -> None:
+    """Say in one line how to install Model Explorer where it is missing (before any work)."""
+    if importlib.util.find_spec("model_explorer") is None or importlib.util.find_spec(EXTENSION) is None:
+        raise UnavailableError(INSTALL)
+
+
 def _no_version_check(print_msg: bool = True) -> dict:
     return {"version": "", "runningVersion": "", "releaseUrl": "", "desktopAppUrl": ""}
 
@@ -20,11 +27,10 @@ def _no_version_check(print_msg: bool = True) -> dict:
 def serve(model: Path, node_data: list[Path], host: str, port: int, open_browser: bool) -> None:
     """Start Model Explorer showing ``model`` with ``node_data`` overlays; returns on Ctrl-C.
     It prints its address (``http://HOST:PORT/?data=...``) once it answers."""
-    try:
-        import model_explorer
-        from model_explorer import server
-    except ImportError:
-        raise UnavailableError(INSTALL) from None
+    require()
+    import model_explorer
+    from model_explorer import server
+
     # Its check for a newer release asks PyPI and GitHub from a thread the process then waits
     # for at exit: a local viewer asks the network nothing.
     server._check_new_version = _no_version_check
