@@ -5,10 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: all test bench bench-cache bench-rerun bench-workers bench-asv asv dashboard venv system-deps vgf-host clean
+.PHONY: all test bench bench-cache bench-rerun bench-workers bench-asv bench-explorer asv dashboard venv explorer system-deps vgf-host clean
 
 # `make`: everything the harness and every target need on this machine.
-all: system-deps venv vgf-host
+all: system-deps venv vgf-host explorer
 
 # Debian packages, each with a command or file that shows it is there: graphviz renders
 # `explain --graph`, chromium opens the report, the graph and the asv dashboard headless,
@@ -37,6 +37,14 @@ $(STAMP): pyproject.toml requirements.txt requirements-test.txt requirements-arm
 	$(PY) -m pip install --quiet --no-deps -r requirements-arm.txt
 	touch $(STAMP)
 
+# Model Explorer with ExecuTorch's extension (layoutbench explore): the `explorer` extra,
+# pinned in requirements-explorer.txt; kept out of the package's own requirements by its size.
+EXPLORER_STAMP := $(VENV)/.explorer-installed
+explorer: $(EXPLORER_STAMP)
+$(EXPLORER_STAMP): $(STAMP) requirements-explorer.txt
+	$(PY) -m pip install --quiet -e '.[explorer]'
+	touch $(EXPLORER_STAMP)
+
 # The Arm ML SDK binaries need a newer glibc and Vulkan loader than Debian 12 has: this
 # fetches Debian trixie's into ~/.cache/layoutbench/vgf-host (harness/targets/arm/vgf_host.py). A host
 # where that fails still builds; its vgf records are skipped with the reason.
@@ -47,7 +55,7 @@ vgf-host: $(STAMP) system-deps
 # fails the build before any test runs. Then the suite on every core (pytest-xdist), a test
 # file to a worker, so a module-scoped fixture is made once; the slowest tests are listed at
 # the end (docs/testing.md says where the time goes).
-test: $(STAMP) system-deps vgf-host
+test: $(STAMP) system-deps vgf-host explorer
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n auto --dist loadfile --durations=20
 
@@ -67,6 +75,10 @@ bench-rerun: $(STAMP)
 # One worker against two on the quick zoo (isolated workers, harness/sweep/workers.py).
 bench-workers: $(STAMP)
 	$(PY) -m pytest tests/test_workers_benchmark.py --benchmark-enable -s -p no:cacheprovider
+
+# Model Explorer drawing a ViT with every overlay in headless Chromium, against its 10 s target.
+bench-explorer: $(STAMP) explorer
+	$(PY) -m pytest tests/test_explorer_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # asv --quick: a cold run of HEAD against a warm run of a child commit that changes one
 # strategy (a clone with its own asv environment and caches, under pytest's temporary directory).

@@ -2,6 +2,7 @@
 
 ``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind:
 ``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
+``etrecords`` (edge programs before delegation, for Model Explorer),
 ``records`` (measurements by identity), ``lowering-memory`` (asv's peak memory of lowering
 each model), ``asv-results`` (the asv suites' results directories), and the tools' ``npm``,
 ``vgf-host`` and ``runtime`` folders.
@@ -43,6 +44,7 @@ MAPPED_BODY_OFFSET = 64
 KINDS = {
     "exports": "torch.export programs of the models",
     "prefixes": "ET-VK lowerings up to the layout pass, shared by every strategy",
+    "etrecords": "edge programs before delegation as ETRecords, drawn by Model Explorer (layoutbench explore)",
     "records": "measurements by identity, reused by any run, asv process or commit",
     "lowering-memory": "peak memory of lowering each model (asv), by lowering identity",
     "npm": "the dashboard's scripts from the npm registry",
@@ -52,7 +54,7 @@ KINDS = {
     "checked-tables": "the cost tables whose fitted model built in a process of its own, by digest",
 }
 # The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
-ENTRY_KINDS = ("exports", "prefixes", "records", "lowering-memory")
+ENTRY_KINDS = ("exports", "prefixes", "etrecords", "records", "lowering-memory")
 
 
 class DiskCache:

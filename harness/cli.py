@@ -15,8 +15,8 @@ import sys
 
 from harness import quiet
 from harness.cache import ENTRY_KINDS
-from harness.commands import PROGRAM, inspections, sweeps, upkeep
-from harness.commands.option_types import count, device_limits, gibibytes, positive
+from harness.commands import PROGRAM, explore, inspections, sweeps, upkeep
+from harness.commands.option_types import add_model_and_strategies, count, device_limits, gibibytes, positive
 from harness.results.schema import default_thresholds
 from strategies.gpu_costs import COSTS_ENV
 
@@ -107,18 +107,15 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
     explain = commands.add_parser("explain", help="why each transition of one strategy exists")
-    explain.add_argument("model")
-    explain.add_argument("--strategy", required=True)
-    explain.add_argument("--vs", help="a second strategy: where the two disagree")
+    add_model_and_strategies(explain, "a second strategy: where the two disagree")
     explain.add_argument("--format", choices=("table", "json"), default="table")
     explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
+    explore.add_parser(commands)
 
     profile = commands.add_parser(
         "profile", help="where one strategy's program spends GPU time (ET-VK ETDump), per operator and "
         "representation; with --vs, what another strategy's choices change")
-    profile.add_argument("model")
-    profile.add_argument("--strategy", required=True)
-    profile.add_argument("--vs", help="a second strategy to compare with")
+    add_model_and_strategies(profile, "a second strategy to compare with")
     profile.add_argument("--out", default="results", help="results directory the runs are kept in (reused "
                          "while nothing changed; default: %(default)s)")
     profile.add_argument("--fresh", action="store_true", help="run again even if the results directory has the runs")
@@ -230,7 +227,7 @@ COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
             "calibrate": sweeps.calibrate, "pack": upkeep.pack, "import-remote": upkeep.import_remote,
             "report": upkeep.report, "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve,
-            "dashboard": upkeep.dashboard, "preferences": inspections.preferences}
+            "dashboard": upkeep.dashboard, "preferences": inspections.preferences, "explore": explore.explore}
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 
 

@@ -1,5 +1,5 @@
 """The value types of the command line's options: argparse types that turn text into a
-number, or say in one line what was expected."""
+number, or say in one line what was expected; and the arguments several commands share."""
 
 import argparse
 
@@ -38,3 +38,10 @@ def device_limits(text: str):
         return DeviceLimits.parse(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_model_and_strategies(command, vs_help: str) -> None:
+    """The arguments of a command that looks at one model under a strategy and, with --vs, another."""
+    command.add_argument("model")
+    command.add_argument("--strategy", required=True)
+    command.add_argument("--vs", help=vs_help)

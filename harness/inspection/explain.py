@@ -14,7 +14,7 @@ import torch
 from executorch.backends.vulkan.op_registry import get_op_features
 
 import strategies
-from harness.pipeline.model import ModelPipeline
+from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
 from harness.results.table import tables_json
 from harness.targets.vulkan import validator
@@ -126,7 +126,7 @@ def explain(model: str, strategy: str, vs: str | None = None) -> tuple[dict, lis
     and the lowered programs."""
     classes = [strategies.get_strategy(name) for name in [strategy] + ([vs] if vs else [])]
     with output_to_stderr():
-        lowering = vulkan_lowering(ModelPipeline(model))
+        lowering = vulkan_lowering(pipeline(model))  # the process's one: explore reads it too
         lowered = [lowering.lower(cls) for cls in classes]
         for program in lowered:
             validator.validate(program)

@@ -13,10 +13,8 @@ in human units (ms, KiB, %); tables sort by any column in the HTML; charts
 Markdown, which holds the same sections and tables.
 """
 
-import base64
 import html
-import numbers
-from dataclasses import dataclass, field
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,8 +23,9 @@ import pandas as pd
 from harness.results import charts, relative, summary
 from harness.results.frames import NO_STRATEGY, load, with_derived
 from harness.results.results_dir import ResultsDir
+from harness.results.report_blocks import (
+    SORT_SCRIPT, STYLE, Chart, Heading, Links, Note, Table, html_block, markdown_block)
 from harness.results.schema import METRICS, Metric
-from harness.results.table import FORMATS, format_number
 from layoutkit.errors import UsageError, write_error
 from layoutkit.reference_strategies import BASELINE_STRATEGY, OPTIMUM_STRATEGY
 
@@ -35,138 +34,6 @@ ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "tim
 TOP_N = 30  # up to this many models a chart has a bar per model; over it, it shows the distribution
 # How far a prediction can be trusted, shown beside it where the records have it.
 PREDICTION_TRUST = ("prediction_error", "predicted_measured_share", "predicted_error_expected")
-BETTER, WORSE = "#1a7f37", "#c62828"
-
-STYLE = """
-body { font-family: Helvetica, Arial, sans-serif; margin: 2em; color: #222; max-width: 1500px; }
-h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
-td { white-space: nowrap; }
-th { background: #f2f2f2; max-width: 7em; }
-figure { margin: 1em 0 1.5em; }
-figcaption { font-weight: bold; margin-bottom: 0.3em; }
-img { max-width: 100%; }
-p.note { color: #555; max-width: 60em; }
-table.sortable th { cursor: pointer; }
-"""
-
-# Click a heading to sort by that column: numbers by their value in any unit the tables
-# print (1.2 MiB above 900 KiB, 1.1 s above 900 ms, a change "from 0" above every other), text
-# after them; no library, works offline.
-SORT_SCRIPT = """
-var SCALE = {TiB: 1099511627776, GiB: 1073741824, MiB: 1048576, KiB: 1024, B: 1, s: 1000, ms: 1,
-             k: 1e3, M: 1e6, G: 1e9};
-document.querySelectorAll("table.sortable").forEach(function (table) {
-  table.querySelectorAll("thead th").forEach(function (heading, column) {
-    heading.addEventListener("click", function () {
-      var body = table.tBodies[0], rows = Array.from(body.rows), up = heading.dataset.order !== "up";
-      var value = function (row) {
-        var text = row.cells[column] ? row.cells[column].textContent.trim() : "";
-        if (text === "from 0") return Infinity;  // a change from a zero baseline
-        var match = text.replace(/,/g, "").match(/^([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)\\s*([A-Za-z]*)/);
-        return match ? parseFloat(match[1]) * (SCALE[match[2]] || 1) : text;
-      };
-      rows.sort(function (a, b) {
-        var x = value(a), y = value(b);
-        var order = (typeof x === typeof y) ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === "number" ? -1 : 1);
-        return up ? order : -order;
-      });
-      heading.dataset.order = up ? "up" : "down";
-      rows.forEach(function (row) { body.appendChild(row); });
-    });
-  });
-});
-"""
-
-
-@dataclass(frozen=True)
-class Heading:
-    text: str
-    level: int = 3
-
-
-@dataclass(frozen=True)
-class Note:
-    text: str
-
-
-@dataclass(frozen=True)
-class Table:
-    caption: str
-    frame: pd.DataFrame  # raw values, no index
-    units: dict[str, str] = field(default_factory=dict)  # column -> a key of FORMATS
-    better: dict[str, str | pd.Series] = field(default_factory=dict)  # change column -> direction (per row)
-
-
-@dataclass(frozen=True)
-class Chart:
-    caption: str
-    file_name: str
-    svg: bytes
-    description: str = ""  # what the caption does not say (the panels' metrics): the image's alternative text
-
-
-def _cell(value, unit: str | None) -> str:
-    """A value in its unit (a key of FORMATS); other numbers as counts; ``-`` where there is none."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return "-"
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        return str(value)
-    return FORMATS[unit](value) if unit is not None else format_number(value)
-
-
-def _formatted(table: Table) -> pd.DataFrame:
-    return pd.DataFrame({c: table.frame[c].map(lambda v, unit=table.units.get(c): _cell(v, unit))
-                         for c in table.frame.columns})
-
-
-def _colours(table: Table) -> pd.DataFrame:
-    """CSS per cell: a change in the better direction green, in the worse red."""
-    css = pd.DataFrame("", index=table.frame.index, columns=table.frame.columns)
-    for column, better in table.better.items():
-        change = pd.to_numeric(table.frame[column], errors="coerce")
-        lower, higher = change < -relative.EQUAL, change > relative.EQUAL
-        lower_better = pd.Series(better, index=change.index).eq("lower")
-        higher_better = pd.Series(better, index=change.index).eq("higher")
-        css.loc[(lower & lower_better) | (higher & higher_better), column] = f"color: {BETTER}"
-        css.loc[(higher & lower_better) | (lower & higher_better), column] = f"color: {WORSE}"
-    return css
-
-
-def _html(block) -> str:
-    if isinstance(block, Heading):
-        return f"<h{block.level}>{html.escape(block.text)}</h{block.level}>"
-    if isinstance(block, Note):
-        return f"<p class='note'>{html.escape(block.text)}</p>"
-    if isinstance(block, Chart):
-        data = base64.b64encode(block.svg).decode()
-        alt = html.escape(f"{block.caption}: {block.description}" if block.description else block.caption, quote=True)
-        return (f"<figure><figcaption>{html.escape(block.caption)}</figcaption>"
-                f"<img alt='{alt}' src='data:image/svg+xml;base64,{data}'></figure>")
-    caption = f"<h3>{html.escape(block.caption)}</h3>"
-    if block.frame.empty:
-        return caption + "<p>none</p>"
-    styler = (_formatted(block).style.hide(axis="index").set_table_attributes('class="sortable"')
-              .format(escape="html").format_index(escape="html", axis=1)
-              .apply(lambda _: _colours(block), axis=None))
-    return caption + styler.to_html()
-
-
-def _markdown(block, charts_dir: str) -> str:
-    if isinstance(block, Heading):
-        return f"{'#' * block.level} {block.text}\n"
-    if isinstance(block, Note):
-        return f"{block.text}\n"
-    if isinstance(block, Chart):
-        return f"**{block.caption}**\n\n![{block.caption}]({charts_dir}/{block.file_name})\n"
-    numbers = [pd.api.types.is_numeric_dtype(block.frame[c]) for c in block.frame.columns]
-    table = _formatted(block).to_markdown(index=False, disable_numparse=True,
-                                          colalign=["right" if n else "left" for n in numbers]) \
-        if len(block.frame) else "none"
-    return f"### {block.caption}\n\n{table}\n"
-
-
 def _has(frame: pd.DataFrame, metric: str) -> bool:
     return metric in frame.columns and frame.loc[frame["status"] == "ok", metric].notna().any()
 
@@ -296,6 +163,26 @@ def largest(table: pd.DataFrame, title: str) -> tuple[pd.DataFrame, str]:
     return table.loc[table.max(axis=1).nlargest(TOP_N).index], f"{title}: the {TOP_N} largest of {len(table)} models"
 
 
+def _explored(results: Path, html_dir: Path) -> list:
+    """Links to the Model Explorer overlays ``explore`` wrote into the results directory, per
+    model and strategy pair."""
+    explored = ResultsDir(results).explored()
+    if not explored:
+        return []
+
+    def link(path: Path) -> tuple[str, str]:
+        return path.name, Path(os.path.relpath(path, html_dir)).as_posix()
+
+    rows = [(f"{etrecord.parent.name}: {folder.name.replace('-vs-', ' vs ')}", [link(etrecord), *map(link, overlays)])
+            for etrecord, folder, overlays in explored]
+    return [Heading("Model Explorer overlays", 2),
+            Note("Per model, its edge program as an ETRecord and a strategy's (or two strategies') node data, one "
+                 "file per overlay: `layoutbench explore MODEL --strategy A --vs B --out RESULTS` opens them in "
+                 "Model Explorer (docs/model-explorer.md), as does model-explorer "
+                 "--extensions=executorch_extension_model_explorer with the ETRecord and 'Add per-node data'."),
+            Links("Overlay files", rows)]
+
+
 def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` (self-contained) and ``report.md`` (+ SVG charts); returns the HTML path."""
     results = Path(results)
@@ -315,6 +202,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     blocks = [Heading("Records", 2), Table("Records per target and status", status.reset_index())]
     for target, records in frame.groupby("target"):
         blocks += _target(target, records, palette)
+    blocks += _explored(results, html_path.parent)
     environment = pd.DataFrame(
         [(key, ", ".join(sorted(map(str, frame[key].dropna().unique())))) for key in ENVIRONMENT if key in frame],
         columns=["what", "value"])
@@ -322,11 +210,11 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
     blocks += [Heading("Environment", 2), Table("Versions and machine", environment),
                Note(f"Written {written} from {results}.")]
 
-    body = "".join(_html(block) for block in blocks)
+    body = "".join(html_block(block) for block in blocks)
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}"
             f"<script>{SORT_SCRIPT}</script></body></html>")
-    markdown = "\n".join([f"# {title}\n", *(_markdown(block, charts_dir.name) for block in blocks)])
+    markdown = "\n".join([f"# {title}\n", *(markdown_block(block, charts_dir.name) for block in blocks)])
     files = {charts_dir / chart.file_name: chart.svg for chart in blocks if isinstance(chart, Chart)}
     files.update({html_path: page.encode(), html_path.with_suffix(".md"): markdown.encode()})
     try:

@@ -11,6 +11,8 @@
                .inputs/     its inputs        .2.etdump, .3.etdump ...  the other processes'
     RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
     RESULTS/costs.json                         calibrate's cost table
+    RESULTS/explorer/<model>/<model>.etrecord  explore's drawing of the model (Model Explorer's ETRecord adapter)
+    RESULTS/explorer/<model>/<strategy>[-vs-<other>]/NN-<overlay>.json     its node data, one file per overlay
     RESULTS/report.html, report.md, report_charts/         report's output
 
 ``harness/targets/vulkan/remote_runner.py`` is the one other module that knows ``programs/``
@@ -67,6 +69,25 @@ class ResultsDir:
     def beside(program: Path, kind: str) -> Path:
         """The ``kind`` (``node_map``, ``etdump`` or ``inputs``) kept beside ``program``."""
         return Path(program).with_suffix(ResultsDir.PROGRAM_SUFFIXES[kind])
+
+    def explorer(self, model: str) -> Path:
+        """Where ``explore`` keeps a model's drawing and, a folder per strategy pair, its overlays."""
+        return self.root / "explorer" / _file_name(model)
+
+    def etrecord(self, model: str) -> Path:
+        return self.explorer(model) / f"{_file_name(model)}.etrecord"
+
+    def overlays(self, model: str, strategies: list[str]) -> Path:
+        return self.explorer(model) / "-vs-".join(_file_name(s) for s in strategies)
+
+    def explored(self) -> list[tuple[Path, Path, list[Path]]]:
+        """What ``explore`` left here: per strategy pair of each model, the model's ETRecord,
+        the pair's folder and its overlay files."""
+        found = []
+        for etrecord in sorted((self.root / "explorer").glob("*/*.etrecord")):
+            for folder in sorted(p for p in etrecord.parent.iterdir() if p.is_dir()):
+                found.append((etrecord, folder, sorted(folder.glob("*.json"))))
+        return found
 
     def profile_chart(self, model: str, strategies: list[str]) -> Path:
         return self.root / f"profile-{model}-{'-vs-'.join(strategies)}.png".replace(":", ".")

@@ -1,0 +1,70 @@
+"""The ``explore`` command, its arguments beside it: Model Explorer overlays of one strategy's
+choices and times (and where a second differs), written into the results directory and
+shown in Model Explorer with ExecuTorch's extension on a local port."""
+
+import os
+import socket
+import sys
+
+from harness.commands import PROGRAM
+from harness.commands.option_types import add_model_and_strategies
+from strategies.gpu_costs import COSTS_ENV
+
+DEFAULT_PORT = 8080  # Model Explorer's: from it, the first free port up to 8099
+
+
+def add_parser(commands) -> None:
+    explore = commands.add_parser(
+        "explore", help="Model Explorer overlays of a strategy's representations, transitions and GPU times (and "
+        "where --vs differs) on the model's graph, opened on a local port")
+    add_model_and_strategies(explore, "a second strategy: overlays of where and by how much it differs")
+    explore.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
+                         help="a device's GPU cost table: predicted time per node (default: $LAYOUTBENCH_COSTS)")
+    explore.add_argument("--out", default="results", help="results directory: measured time from its vulkan-run "
+                         "records; the files go to OUT/explorer/MODEL/ (default: %(default)s)")
+    explore.add_argument("--port", type=int, default=DEFAULT_PORT, help="local port (default: %(default)s, or the "
+                         "next free one up to 8099)")
+    explore.add_argument("--no-browser", action="store_true", help="print the address, open no browser tab")
+    explore.add_argument("--write-only", action="store_true", help="write the files, start no server")
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def explore(args) -> int:
+    import models
+    import strategies
+    from harness.errors import UsageError
+
+    if not args.write_only:  # said before the minutes of lowering, not after
+        from harness.inspection.explorer_server import require
+
+        require()
+        if args.port != DEFAULT_PORT and _port_taken(args.port):  # Model Explorer would exit with a line in red
+            raise UsageError(f"port {args.port} is in use; name another with --port")
+    model = models.resolve_models(args.model)[0]
+    names = [args.strategy] + ([args.vs] if args.vs else [])
+    strategies.resolve_strategies(",".join(names))
+    from harness.inspection.explore import explore as write
+    from harness.sweep import table_check
+
+    table = table_check.load_checked(args.costs) if args.costs else None
+    if table is None:
+        print(f"{PROGRAM}: no --costs: no predicted time", file=sys.stderr)
+    print(f"{PROGRAM}: lowering {model} and drawing its edge program", file=sys.stderr)
+    explored = write(model, names, table, args.out)
+    for name in explored.unmeasured:
+        print(f"{PROGRAM}: no vulkan-run of {model} / {name} with an ETDump in {args.out}: no measured time",
+              file=sys.stderr)
+    if explored.undrawn:
+        print(f"{PROGRAM}: {len(explored.undrawn)} nodes ET-VK added that read only weights are not drawn",
+              file=sys.stderr)
+    print("\n".join(str(path) for path in [explored.etrecord, *explored.overlays]))
+    if args.write_only:
+        return 0
+    from harness.inspection.explorer_server import serve
+
+    serve(explored.etrecord, explored.overlays, "127.0.0.1", args.port, open_browser=not args.no_browser)
+    return 0

@@ -1,0 +1,52 @@
+""":func:`explore` is the ``explore`` command's work: lower a model with one strategy (and a
+second), lay each one's facts on Model Explorer's drawing of the model and write the
+drawing (an ETRecord) and the overlays into the results directory."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.inspection.explain import explain
+from harness.inspection.model_explorer import difference_overlays, strategy_overlays, write_overlays
+from harness.inspection.node_facts import measured_dispatches, node_facts
+from harness.pipeline.model import pipeline
+from harness.quiet import output_to_stderr
+from harness.results.results_dir import ResultsDir
+from harness.targets.vulkan.etrecord import model_edge_graph
+from strategies.gpu_costs import CostTable, table_in_force
+
+
+@dataclass(frozen=True)
+class Explored:
+    """What ``explore`` wrote: the drawing, the overlay files, and the partitions' nodes the
+    drawing has no place for (ET-VK's prepacking of weights, by name), and the strategies
+    with no measured time (no vulkan-run of theirs with an ETDump in the results directory)."""
+
+    etrecord: Path
+    overlays: list[Path]
+    undrawn: list[str]
+    unmeasured: list[str]
+
+
+def explore(model: str, names: list[str], table: CostTable | None, results: str) -> Explored:
+    """Write the model's drawing and the overlays of ``names`` (one strategy, or two to compare)."""
+    with table_in_force(table):
+        _, lowered = explain(model, names[0], names[1] if len(names) > 1 else None)
+    with output_to_stderr():
+        edge = model_edge_graph(pipeline(model))
+    overlays, all_facts, undrawn, unmeasured = [], [], set(), []
+    for name, program in zip(names, lowered):
+        dispatches = measured_dispatches(results, model, name)
+        if dispatches is None:
+            unmeasured.append(name)
+        facts, missing = node_facts(program, edge, table, dispatches)
+        overlays += strategy_overlays(name, facts, table.device if table else None)
+        all_facts.append(facts)
+        undrawn.update(missing)
+    if len(names) > 1:
+        overlays += difference_overlays((names[0], names[1]), *all_facts)
+    directory = ResultsDir(results)
+    etrecord = directory.etrecord(model)
+    etrecord.parent.mkdir(parents=True, exist_ok=True)
+    etrecord.write_bytes(edge.etrecord)
+    paths = write_overlays(directory.overlays(model, names), overlays)
+    return Explored(etrecord, paths, sorted(undrawn), unmeasured)

@@ -1,0 +1,100 @@
+"""What one strategy did at each node of Model Explorer's drawing of a model, and what it
+costs there: the representation it gave the node, the transitions it inserted from the
+node's output, the node's predicted GPU time under a cost table and where that price came
+from, and the GPU time a vulkan-run measured.
+
+Facts are keyed by the adapter's node id (:mod:`harness.inspection.explorer_ids`). Where
+ET-VK drew several nodes of a partition as one (a linear fused from several edge nodes),
+their times and transitions add up. A node's time is its own and that of the transitions
+of its output, so that the nodes' times add up to the program's (``predicted_gpu_ms``; the
+dispatches' GPU time less ET-VK's copies of inputs and outputs).
+"""
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from harness.errors import UsageError
+from harness.inspection.explain import node_representations
+from harness.inspection.explorer_ids import drawn_as
+from harness.inspection.profile import recorded_runs
+from harness.results.results_dir import ResultsDir
+from harness.targets.vulkan.dispatches import STAGING
+from harness.targets.vulkan.etrecord import EdgeGraph
+from harness.targets.vulkan.lowering import LoweredProgram
+from harness.targets.vulkan.metrics import assignments, partition_transitions
+from harness.targets.vulkan.targets import program_dispatches
+from strategies.gpu_costs import CostTable
+from strategies.layout_problem import needed_transitions
+
+
+@dataclass
+class NodeFacts:
+    """One strategy at one drawn node (times in µs per inference)."""
+
+    representation: str | None = None
+    transitions: list = field(default_factory=list)  # the representations its output is copied to
+    transition_bytes: int = 0
+    predicted_us: float | None = None
+    predicted_fitted_us: float = 0.0  # the part of predicted_us priced by the fit, not measured here
+    predicted_error: float = 0.0  # the fit's relative error expected where it priced the node
+    measured_us: float | None = None
+
+
+def _add(value: float | None, more: float) -> float:
+    return (value or 0.0) + more
+
+
+def measured_dispatches(results: str, model: str, strategy: str) -> pd.DataFrame | None:
+    """The dispatches of the strategy's latest ok vulkan-run of the model in ``results`` (its
+    own or imported from another machine), or None where there is none with an ETDump."""
+    try:
+        record = recorded_runs(results, model, [strategy])[0]
+    except UsageError:
+        return None
+    program = ResultsDir(results).program(model, strategy)
+    if record["status"] != "ok" or not ResultsDir.beside(program, "etdump").exists():
+        return None
+    return program_dispatches(program)
+
+
+def node_facts(lowered: LoweredProgram, edge: EdgeGraph, table: CostTable | None = None,
+               dispatches: pd.DataFrame | None = None) -> tuple[dict[str, NodeFacts], list[str]]:
+    """Per drawn node, what the strategy did there and what it costs; and the partitions' nodes
+    that the drawing has no place for (whose facts are left out)."""
+    facts: dict[str, NodeFacts] = {}
+    ids = [drawn_as(partition.program.graph, edge) for partition in lowered.partitions]
+    undrawn: set[str] = set()
+
+    def at(index: int, name: str) -> NodeFacts:
+        drawn = ids[index].get(name)
+        if drawn is None:
+            undrawn.add(name)
+            return NodeFacts()  # kept nowhere
+        return facts.setdefault(drawn, NodeFacts())
+
+    for (index, name), representation in node_representations(lowered).items():
+        at(index, name).representation = representation
+    for index, partition in enumerate(lowered.partitions):
+        for transition in partition_transitions(index, partition):
+            node = at(index, transition.source)
+            node.transitions.append(transition.after)
+            node.transition_bytes += transition.bytes
+    if table is not None:
+        for index, (problem, tensor_reprs, use_reprs) in enumerate(assignments(lowered)):
+            priced = [(op, problem.node_price(table, op, primary, output))
+                      for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs)]
+            priced += [(source[0], problem.transition_price(table, source, tensor_reprs[source], target))
+                       for source, target in needed_transitions(problem, tensor_reprs, use_reprs)]
+            for name, price in priced:
+                node = at(index, name)
+                node.predicted_us = _add(node.predicted_us, 1000 * price.ms)
+                if not price.measured:
+                    node.predicted_fitted_us += 1000 * price.ms
+                    node.predicted_error = max(node.predicted_error, price.error)
+    if dispatches is not None:
+        ran = dispatches[dispatches["operator"] != STAGING]
+        for (index, name), ms in ran.groupby(["partition", "node"])["gpu_ms"].sum().items():
+            node = at(index, name)  # a transition is drawn as its source, so its time lands there
+            node.measured_us = _add(node.measured_us, 1000 * ms)
+    return facts, sorted(undrawn)
