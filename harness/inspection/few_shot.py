@@ -48,7 +48,7 @@ SHRINKS = (1.0, 5.0, 20.0, 80.0)
 # A program whose model is not chosen yet costs its lowering prefix too, in programs' worth. 0:
 # a device's ratio to the prior differs from model to model, so a new model teaches more than
 # another program of one chosen (lavapipe, 10 programs: 5 models, median error 32 %; at 2,
-# 2 models and 66 %), and a program's size already prices its lowering.
+# 2 models and 63 %), and a program's size already prices its lowering.
 MODEL_COST = 0.0
 BUDGETS = (5, 10, 20, 40)
 PROGRAM = ["model", "strategy"]
