@@ -153,12 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table "
                            "fitted without it (OUT/held-out/MODEL.json) predicts its programs; OUT/validation.csv. "
                            "--workers fits at once (default: the machine's cores; 0: in this process)")
-    calibrate.add_argument("--prior", metavar="TABLE", help="a new device from a few programs: another device's "
-                           "table (its kept nodes beside it, NAME-nodes.jsonl.gz) chooses --budget programs, runs "
-                           "them (or --fit their runs) and keeps the prior where it holds, else transfers it")
-    calibrate.add_argument("--budget", type=positive, default=10, help="programs --prior chooses (default %(default)s)")
-    calibrate.add_argument("--study", metavar="NODES", help="with --prior: how --budget programs of the device that "
-                           "measured NODES (kept nodes of a whole corpus) predict its other models; OUT/study.csv")
+    sweeps.add_few_shot_arguments(calibrate)
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
     preferences = commands.add_parser("preferences", help="what a device's cost table rewards: per operator, the "

@@ -169,7 +169,7 @@ def test_entries_no_run_used_are_pruned_and_reading_keeps_an_entry(cache_dir):
                             capture_output=True, text=True)
     assert pruned.returncode == 0, pruned.stderr
     assert "removed 2 entries (" in pruned.stderr, pruned.stderr
-    assert "unused for 30 days from exports, prefixes, records" in pruned.stderr
+    assert "unused for 30 days from exports, prefixes, etrecords, records, lowering-memory" in pruned.stderr
     assert sorted(p.name for p in prefixes.directory.iterdir() if not p.name.startswith(".")) == ["new", "read"]
     assert not records.path("stale").exists() and tool.exists()
     for args, message in ((["--unused-for", "30"], "add --clear [KIND ...]"),

@@ -216,3 +216,30 @@ def test_a_worker_running_other_code_than_planned_fails_the_record():
     record = sent[-1].record
     assert record["status"] == "failed" and record["strategy_digest"] == "0" * 16
     assert record["reason"].startswith("the strategy's code here (digest ") and "planned for (digest 0000" in record["reason"]
+
+
+# A worker, forked by the fork server, reading its job from a sweep killed (SIGKILL) a moment
+# before: multiprocessing's spawn._main meets an empty pipe.
+ORPHANED_START = """
+import multiprocessing.spawn, os, sys
+import harness.sweep.orphaned_start
+from harness.sweep import fork_server
+assert "harness.sweep.orphaned_start" in fork_server.PRELOAD
+read, write = os.pipe()
+os.close(write)
+try:
+    multiprocessing.spawn._main(read, None)
+except EOFError:
+    sys.excepthook(*sys.exc_info())
+try:
+    raise EOFError("any other end of input")
+except EOFError:
+    sys.excepthook(*sys.exc_info())
+"""
+
+
+def test_a_worker_whose_sweep_died_as_it_handed_over_the_job_prints_no_traceback():
+    ended = subprocess.run([sys.executable, "-c", ORPHANED_START], capture_output=True, text=True, timeout=120)
+    assert ended.returncode == 0, ended.stderr
+    assert ended.stderr.count("Traceback") == 1 and "any other end of input" in ended.stderr
+    assert "Ran out of input" not in ended.stderr

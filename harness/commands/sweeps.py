@@ -165,6 +165,18 @@ def calibrate(args) -> int:
     return 0
 
 
+def add_few_shot_arguments(calibrate) -> None:
+    """calibrate's options for a new device from a few programs."""
+    from harness.commands.option_types import positive
+
+    calibrate.add_argument("--prior", metavar="TABLE", help="a new device from a few programs: another device's "
+                           "table (its kept nodes beside it, NAME-nodes.jsonl.gz) chooses --budget programs, runs "
+                           "them (or --fit their runs) and keeps the prior where it holds, else transfers it")
+    calibrate.add_argument("--budget", type=positive, default=10, help="programs --prior chooses (default %(default)s)")
+    calibrate.add_argument("--study", metavar="NODES", help="with --prior: how --budget programs of the device that "
+                           "measured NODES (kept nodes of a whole corpus) predict its other models; OUT/study.csv")
+
+
 def _prior(args):
     """The ``--prior`` table and the measurements kept beside it (``NAME-nodes.jsonl.gz``)."""
     from harness.errors import UsageError

@@ -17,8 +17,8 @@ import multiprocessing.forkserver
 import signal
 import threading
 
-PRELOAD = ["harness.quiet", "harness.sweep.workers", "harness.targets.vulkan.targets",
-           "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
+PRELOAD = ["harness.quiet", "harness.sweep.orphaned_start", "harness.sweep.workers",
+           "harness.targets.vulkan.targets", "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
 _from_here = False
 # Held while a worker is started, and by a thread of this process that draws on the terminal
 # (the progress display): a worker forked from here must not inherit a stream locked halfway
