@@ -12,12 +12,14 @@ measurements it was fitted from (``h100-nodes.jsonl.gz`` beside it). For a new d
   program's gain is what its nodes add to each one's coverage, with diminishing returns
   (the square root of the nodes covered); its cost is its size (its nodes over the median
   program's: lowering time grows with them), times 1 + :data:`MODEL_COST` where its model
-  is not chosen yet (the lowering prefix, which every program of a model shares, is most of
-  a program's cost). Greedy by gain per cost.
+  is not chosen yet. Greedy by gain per cost.
 - :func:`transferred` fits the new device's table from those programs' measurements: the
   prior's price times the new device's log2 ratio to it, per (operator, input, output),
-  shrunk towards the operator's and the device's (:class:`strategies.transferred_costs.TransferredModel`);
-  the new device's measured nodes win where they exist.
+  each the median over models of each model's median (a model measured under another load,
+  or a few nodes far off, do not carry it), shrunk towards the operator's and the device's
+  as far as leaving each of the budget's models out says (:data:`SHRINKS`;
+  :class:`strategies.transferred_costs.TransferredModel`); the new device's measured nodes
+  win where they exist.
 - :func:`prior_check` says whether the prior holds as it is: where a table transferred from
   the same programs would not predict them better, by more than the prior's spread, than
   the prior alone (each program predicted with its model left out of the transfer).
