@@ -116,9 +116,11 @@ def test_vulkan_run_does_not_run_a_program_beyond_its_table_s_limits(tmp_path):
 
 
 def test_a_table_keeps_its_bytes_without_limits_and_carries_them_where_stated():
-    for path in sorted(TABLES.glob("*.json")):
+    for path in sorted(TABLES.glob("*.json")):  # every committed table reads back to its own bytes
         body = path.read_bytes()
-        assert load(path).to_bytes() == body and load(path).limits is None
+        assert load(path).to_bytes() == body
+    for name in ("h100.json", "lavapipe.json"):  # fitted before tables carried limits: none, and their digests
+        assert load(TABLES / name).limits is None
     without = device_table(None)
     stated = device_table({"maxStorageBufferRange": 1 << 30, "maxImageDimension3D": 16384})
     assert "limits" not in json.loads(without.to_bytes())
