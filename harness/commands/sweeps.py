@@ -240,8 +240,9 @@ def _transfer(args, prior, measurements):
     there as it is (said in one line)."""
     from harness.inspection import few_shot
 
+    ratios = few_shot.prior_ratios(prior, measurements)  # every node priced once, for the check and the transfer
     if measurements.programs["model"].nunique() > 1:
-        check = few_shot.prior_check(prior, measurements)
+        check = few_shot.prior_check(prior, measurements, ratios)
         verdict = "holds" if check.holds else "does not hold"
         print(f"{PROGRAM}: the prior {verdict} on {measurements.device}: it predicts the "
               f"{len(measurements.programs)} programs within {check.prior_error:.1%} (median), a table transferred "
@@ -251,7 +252,7 @@ def _transfer(args, prior, measurements):
             print(f"{PROGRAM}: use {args.prior} on {measurements.device} as it is: no table written", file=sys.stderr)
             print(args.prior)
             return None
-    return few_shot.transferred(prior, measurements)
+    return few_shot.transferred(prior, measurements, ratios)
 
 
 def _study(args) -> int:

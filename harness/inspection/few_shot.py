@@ -56,7 +56,7 @@ BUDGETS = (5, 10, 20, 40)
 PROGRAM = ["model", "strategy"]
 
 
-def _prior_ratios(prior: CostTable, measurements: Measurements) -> pd.DataFrame:
+def prior_ratios(prior: CostTable, measurements: Measurements) -> pd.DataFrame:
     """``measurements``' nodes, each with the prior's price of it and log2 of its time over that."""
     nodes = measurements.nodes
     prior_ms = np.array([price.ms for price in prior.price(calibration.queries(nodes))])
@@ -110,7 +110,7 @@ def _scaled(prior: CostTable, device: str, factor: float) -> CostTable:
 
 def one_factor(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> CostTable:
     """The prior scaled by the one factor that makes its programs' total time the measured total
-    (``ratios``: :func:`_prior_ratios` of ``measurements``, where the caller has them)."""
+    (``ratios``: :func:`prior_ratios` of ``measurements``, where the caller has them)."""
     predicted = (ratios["prior_ms"].sum() if ratios is not None
                  else calibration.predicted_programs(measurements, prior)["predicted_ms"].sum())
     return _scaled(prior, measurements.device, measurements.programs["process_ms"].map(np.median).sum() / predicted)
@@ -118,12 +118,12 @@ def one_factor(prior: CostTable, measurements: Measurements, ratios: pd.DataFram
 
 def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> CostTable:
     """The new device's table from ``measurements`` and ``prior`` (see the module;
-    ``ratios``: :func:`_prior_ratios` of them, where the caller has it). How far a group's
+    ``ratios``: :func:`prior_ratios` of them, where the caller has it). How far a group's
     ratio is pulled towards its parent's is chosen from :data:`SHRINKS` by leaving each model
     out (its programs' median |error|); so is the expected error per operator, at
     :data:`calibration.ERROR_QUANTILE` over models. With one model: the middle shrink and the
     prior's errors."""
-    ratios = _prior_ratios(prior, measurements) if ratios is None else ratios
+    ratios = prior_ratios(prior, measurements) if ratios is None else ratios
     models = sorted(ratios["model"].unique())
     shrink, expected = SHRINKS[len(SHRINKS) // 2], dict(prior.errors)
     if len(models) > 1:
@@ -142,7 +142,7 @@ def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
 
 
 def _transferred_part(prior: CostTable, part: Measurements, ratios: pd.DataFrame) -> CostTable:
-    """:func:`transferred` of ``part`` of the measurements whose :func:`_prior_ratios` are ``ratios``."""
+    """:func:`transferred` of ``part`` of the measurements whose :func:`prior_ratios` are ``ratios``."""
     return transferred(prior, part, ratios.loc[part.nodes.index])
 
 
@@ -219,13 +219,14 @@ class PriorCheck:
         return self.transferred_error >= self.prior_error - self.spread
 
 
-def prior_check(prior: CostTable, measurements: Measurements) -> PriorCheck:
-    """:class:`PriorCheck` of ``measurements`` (programs of two models or more)."""
+def prior_check(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> PriorCheck:
+    """:class:`PriorCheck` of ``measurements`` (programs of two models or more; ``ratios``:
+    :func:`prior_ratios` of them, where the caller has them)."""
     models = sorted(measurements.programs["model"].unique())
     if len(models) < 2:
         raise ValueError("checking a prior needs programs of two models or more")
     own = calibration.predicted_programs(measurements, prior)
-    ratios = _prior_ratios(prior, measurements)
+    ratios = prior_ratios(prior, measurements) if ratios is None else ratios
     left_out = pd.concat([calibration.predicted_programs(subset(measurements, models=[m]), _transferred_part(
         prior, measurements.without(m), ratios)) for m in models])
     return PriorCheck(float(own["error"].abs().median()), float(left_out["error"].abs().median()),
@@ -283,7 +284,7 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
     # a program computed in half precision is chosen as the prior's program of its model
     measured = {(model.removesuffix(FP16_SUFFIX), strategy): (model, strategy)
                 for model, strategy in held_out.programs[PROGRAM].itertuples(index=False, name=None)}
-    ratios = _prior_ratios(prior, held_out)  # priced once: every fit below takes its part
+    ratios = prior_ratios(prior, held_out)  # priced once: every fit below takes its part
     rows = []
     for budget in budgets:
         chosen = choose_programs(candidates, prior, budget, among=list(measured))
