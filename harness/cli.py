@@ -167,12 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument("--bundle", action="store_true", help="with run.sh, which runs them as remote_runner.py does")
     pack.add_argument("--runner", help="--bundle: an executor_runner for that device, the one run.sh runs by default")
 
-    remote = commands.add_parser("import-remote", help="records of programs run on another machine by "
-                                 "harness/targets/vulkan/remote_runner.py or a bundle's run.sh")
+    remote = commands.add_parser("import-remote", help="records of programs run elsewhere by remote_runner.py or run.sh")
     remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
     remote.add_argument("archive", help="the tar remote_runner.py wrote, or the directory run.sh filled")
     remote.add_argument("--out", required=True, help="results directory for that machine's records")
     remote.add_argument("--device", help="the Vulkan device that ran them, where ARCHIVE does not say")
+    remote.add_argument("--limits", type=device_limits, help="its limits, where ARCHIVE states none: as calibrate's")
     remote.add_argument("--copy-programs", action="store_true", help="copy the programs and node maps into --out "
                         "(default: links to them in RESULTS, which must then stay)")
     remote.add_argument("--format", choices=("table", "json", "csv"), default="table")

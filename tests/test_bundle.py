@@ -41,11 +41,17 @@ case $model in *"${FAKE_FAIL:-@}"*) printf 'loading\n  Missing operator: aten.lo
 if [ -z "$FAKE_NO_ETDUMP" ]; then printf 'executions %s' "$count" > model.etdump; exit 0; fi
 while [ "$count" -gt 0 ]; do sleep 0.1; count=$((count - 1)); done
 """
-# vulkaninfo --summary's device lines, as Debian's vulkan-tools prints them
+# vulkaninfo's device properties and limits, as Debian's vulkan-tools prints them (an earlier
+# section names each device otherwise)
 VULKANINFO = r"""#!/bin/sh
-printf 'Devices:\n========\nGPU0:\n\tdeviceType         = PHYSICAL_DEVICE_TYPE_CPU\n'
-printf '\tdeviceName         = llvmpipe (LLVM 15.0.6, 256 bits)\nGPU1:\n'
-printf '\tdeviceType         = PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU\n\tdeviceName         = Mali-G715 "Immortalis"\n'
+printf 'Presentable Surfaces:\n\tGPU id = 0 (llvmpipe (LLVM 15.0.6, 256 bits))\n'
+printf 'GPU0:\nVkPhysicalDeviceProperties:\n\tdeviceType        = PHYSICAL_DEVICE_TYPE_CPU\n'
+printf '\tdeviceName        = llvmpipe (LLVM 15.0.6, 256 bits)\n\tlimits:\n'
+printf '\t\tmaxImageDimension1D      = 16384\n\t\tmaxImageDimension2D      = 16384\n'
+printf '\t\tmaxImageDimension3D      = 4096\n\t\tmaxStorageBufferRange    = 134217728\n'
+printf 'GPU1:\nVkPhysicalDeviceProperties:\n\tdeviceType        = PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU\n'
+printf '\tdeviceName        = Mali-G715 "Immortalis"\n\tlimits:\n\t\tmaxImageDimension2D      = 8192\n'
+printf '\t\tmaxImageDimension3D      = 2048\n'
 """
 
 
@@ -93,6 +99,8 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "out" / "remote.json").read_text())
     assert summary["device"] == 'Mali-G715 "Immortalis"'  # an integrated GPU before a CPU, as ET-VK picks
+    assert summary["limits"] == {"maxImageDimension2D": 8192, "maxImageDimension3D": 2048}  # its own, as printed
+    assert "limits" not in summary["unknown"] and "device" not in summary["unknown"]
     assert summary["settings"] == {"warmup": 2, "iterations": 3, "repeats": 3, "processes": 2}
     assert summary["made_by"] == "run.sh" and Path(summary["runner"]) == runner
     good, bad = (f"programs/synthetic_small/{strategy}.pte" for strategy in STRATEGIES)
@@ -118,7 +126,10 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
     assert not (tmp_path / "out" / ".work").exists()
     picked = _run_sh(shell, bundle, runner, tmp_path / "out", "--processes", "1", FAKE_LOG=str(log),
                      FAKE_SAVE=str(saved), ETVK_DEVICE_INDEX="0", PATH=f"{tools}{os.pathsep}{os.environ['PATH']}")
-    assert json.loads((tmp_path / "out" / "remote.json").read_text())["device"].startswith("llvmpipe"), picked.stderr
+    summary = json.loads((tmp_path / "out" / "remote.json").read_text())
+    assert summary["device"].startswith("llvmpipe"), picked.stderr
+    assert summary["limits"] == {"maxImageDimension2D": 16384, "maxImageDimension3D": 4096,
+                                 "maxStorageBufferRange": 134217728}
     assert len(list((tmp_path / "out" / "programs").rglob("*.etdump"))) == 2  # the earlier run's are gone
 
 
@@ -134,6 +145,7 @@ def test_run_sh_times_a_runner_without_the_event_tracer_by_wall_clock(results, t
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "out" / "remote.json").read_text())
     assert summary["device"] == "a GPU" and "device" not in summary["unknown"]
+    assert summary["limits"] is None and "import-remote --limits" in summary["unknown"]["limits"]  # no such device
     for run in summary["programs"].values():
         assert not run["etdump"] and len(run["walls_ns"]) == 3
         assert all(one >= 0.1e9 and many >= 0.3e9 for one, many in run["walls_ns"])  # 0.1 s an execution
@@ -142,6 +154,38 @@ def test_run_sh_times_a_runner_without_the_event_tracer_by_wall_clock(results, t
         assert record["latency_source"] == "wall-clock" and record["status"] == "ok"
         assert record["latency_ms_median"] == pytest.approx(statistics.median(
             (many - one) / 2 / 1e6 for one, many in walls if many > one))
+
+
+def test_the_limits_given_to_run_sh_or_import_remote_are_the_records(results, tmp_path):
+    """Limits where no vulkaninfo reads them: run.sh --limits writes them (in remote_runner.py's
+    order); run.sh without states none and says why, and import-remote --limits states them in the
+    records; limits malformed, one line, exit 2, nothing run."""
+    from strategies.device_limits import DeviceLimits
+
+    bundle, saved = tmp_path / "bundle", tmp_path / "saved"
+    saved.mkdir()
+    packing.pack_bundle(results, bundle)
+    runner = _executable(tmp_path / "executor_runner", STAND_IN)
+    fake = {"FAKE_LOG": str(tmp_path / "log"), "FAKE_SAVE": str(saved), "FAKE_NO_ETDUMP": "1"}  # import reads no ETDump
+    given = "maxStorageBufferRange=1073741824,maxImageDimension3D=2048"
+    done = _run_sh("dash", bundle, runner, tmp_path / "given", "--device", "a GPU", f"--limits={given}",
+                   "--iterations=1", "--repeats=1", **fake)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "given" / "remote.json").read_text())
+    assert list(summary["limits"].items()) == [("maxImageDimension3D", 2048), ("maxStorageBufferRange", 1073741824)]
+    assert "limits" not in summary["unknown"]
+    done = _run_sh("dash", bundle, runner, tmp_path / "none", "--device", "a GPU", "--iterations=1", "--repeats=1", **fake)
+    assert done.returncode == 0, done.stderr
+    stated = DeviceLimits.parse("maxImageDimension3D=2048")
+    for record in import_remote(results, tmp_path / "none", tmp_path / "stated", limits=stated):
+        assert record["environment"]["vulkan_limits"] == {"maxImageDimension3D": 2048}
+    for record in import_remote(results, tmp_path / "none", tmp_path / "unstated"):
+        assert record["environment"]["vulkan_limits"] is None
+    for wrong, says in [("maxImageDimension3D=0", "expected NAME=NUMBER (a whole number > 0), not 'maxImageDimension3D=0'"),
+                        ("maxTexels=9", "unknown device limit 'maxTexels'")]:
+        done = _run_sh("dash", bundle, runner, tmp_path / "wrong", "--limits", wrong, **fake)
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and says in done.stderr, done.stderr
+        assert not (tmp_path / "wrong" / "remote.json").exists()
 
 
 def test_pack_is_one_quiet_line_and_refuses_in_one(results, tmp_path):
@@ -217,7 +261,7 @@ def test_run_sh_under_dash_gives_the_records_remote_runner_py_gives(results, tmp
     timed execution of remote_runner.py's runs. On lavapipe on a shared CPU the machine's load moves
     one run's times by up to 10x against the next's: runs in turn share it, and where run.sh's runs
     alone met a burst of it, two runs more (run.sh, remote_runner.py) and all of them judge."""
-    from harness.targets.vulkan.device import vulkan_device
+    from harness.targets.vulkan.device import vulkan_device, vulkan_limits
     from harness.targets.vulkan.dispatches import read_dispatches
     from harness.targets.vulkan.latency import LATENCY_FIELDS
     from harness.targets.vulkan.remote_import import RUN_FIELDS
@@ -229,7 +273,9 @@ def test_run_sh_under_dash_gives_the_records_remote_runner_py_gives(results, tmp
     with tarfile.open(tmp_path / "pack.tar") as tar:
         tar.extractall(tmp_path / "packed", filter="data")
     packing.pack_bundle(results, tmp_path / "bundle")
-    device = [] if shutil.which("vulkaninfo") else ["--device", vulkan_device()]  # the name remote_runner.py finds
+    # the device and limits remote_runner.py finds, where run.sh has no vulkaninfo to read them from
+    limits = ",".join(f"{name}={value}" for name, value in vulkan_limits().items())
+    device = [] if shutil.which("vulkaninfo") else ["--device", vulkan_device(), "--limits", limits]
     columns = ["partition", "node_id", "node", "operator", "kernel", "transition"]
     records, timed = {"py": [], "sh": []}, {}
     def run(index: int, tool: str) -> None:

@@ -26,7 +26,8 @@ def pack(args) -> int:
 def import_remote(args) -> int:
     from harness.targets.vulkan.remote_import import import_remote
 
-    records = import_remote(args.results, args.archive, args.out, args.copy_programs, args.device)
+    records = import_remote(args.results, args.archive, args.out, args.copy_programs, args.device,
+                           args.limits)
     print(render_records(records, args.format, args.columns))
     failed = [r for r in records if r["status"] == "failed"]
     for record in failed:

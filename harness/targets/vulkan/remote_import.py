@@ -34,7 +34,7 @@ RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
     pte = ResultsDir(out).program(record["model"], record["strategy"])
-    # That machine's device limits, or None from a tar of a remote_runner.py that read none (never this machine's).
+    # That machine's device limits, or None where neither it nor --limits stated them (never this machine's).
     environment = {**record["environment"], "vulkan_device": summary["device"],
                    "vulkan_limits": summary.get("limits"), "machine": summary["machine"],
                    "runtime": f"executor_runner:{summary['runner_digest']}",
@@ -74,16 +74,17 @@ def _name(record: dict) -> str:
     return str(ResultsDir(".").program(record["model"], record["strategy"]))
 
 
-def _summary(read, archive: Path, device: str | None) -> dict:
-    """``remote.json`` (``read()`` opens it), its device named (``device``, else its own), or a
-    one-line error saying what ``archive`` is not or lacks."""
+def _summary(read, archive: Path, stated: dict) -> dict:
+    """``remote.json`` (``read()`` opens it), its device and its limits those ``stated``, else its
+    own, or a one-line error saying what ``archive`` is not or lacks."""
     try:
         with read() as member:
             summary = json.load(member)
     except (KeyError, ValueError, TypeError, AttributeError, OSError, tarfile.TarError):
         raise UsageError(f"{archive} holds no {REMOTE_SUMMARY} that remote_runner.py or run.sh wrote: pass "
                          f"{MADE_BY}, whole") from None
-    summary["device"] = device or summary.get("device")
+    summary["device"] = stated["device"] or summary.get("device")
+    summary["limits"] = stated["limits"].to_json() if stated["limits"] else summary.get("limits")
     if not summary["device"]:
         why = summary.get("unknown", {}).get("device", f"its {REMOTE_SUMMARY} names none")
         raise UsageError(f"{archive} does not say which Vulkan device ran its programs ({why}): pass --device NAME")
@@ -91,7 +92,7 @@ def _summary(read, archive: Path, device: str | None) -> dict:
 
 
 @contextlib.contextmanager
-def _returned(archive: Path, device: str | None):
+def _returned(archive: Path, stated: dict):
     """(``remote.json``, a function that puts the ETDumps into a results directory) of what came
     back: remote_runner.py's tar or the directory run.sh filled."""
     suffix = ResultsDir.PROGRAM_SUFFIXES["etdump"]
@@ -101,7 +102,7 @@ def _returned(archive: Path, device: str | None):
                 (out / etdump.parent.relative_to(archive)).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(etdump, out / etdump.relative_to(archive))
 
-        yield _summary(lambda: open(archive / REMOTE_SUMMARY, "rb"), archive, device), copy_etdumps
+        yield _summary(lambda: open(archive / REMOTE_SUMMARY, "rb"), archive, stated), copy_etdumps
         return
     try:
         tar = tarfile.open(archive)
@@ -112,7 +113,7 @@ def _returned(archive: Path, device: str | None):
     except OSError as error:
         raise UsageError(f"cannot read archive {archive}: {error.strerror}") from None
     with tar:
-        summary = _summary(lambda: tar.extractfile(REMOTE_SUMMARY), archive, device)
+        summary = _summary(lambda: tar.extractfile(REMOTE_SUMMARY), archive, stated)
         yield summary, lambda out: tar.extractall(
             out, members=[m for m in tar.getmembers() if m.name.endswith(suffix)], filter="data")
 
@@ -128,14 +129,15 @@ def _place(source: Path, target: Path, copy: bool) -> None:
 
 
 def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool = False,
-                  device: str | None = None) -> list[dict]:
+                  device: str | None = None, limits=None) -> list[dict]:
     """The records of ``archive`` (remote_runner.py's tar of ``results``' programs, or the directory
     run.sh filled) in ``out``; its programs and node maps linked there from ``results`` (copied with
-    ``copy_programs``). ``device``: the Vulkan device that ran them, where ``archive`` does not say."""
+    ``copy_programs``). ``device`` and ``limits`` (:class:`strategies.device_limits.DeviceLimits`):
+    the Vulkan device that ran them and what it allows, in place of what ``archive`` says."""
     results, out, archive = Path(results), Path(out), Path(archive)
     if out.resolve() == results.resolve():
         raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
-    with _returned(archive, device) as (summary, put_etdumps):
+    with _returned(archive, {"device": device, "limits": limits}) as (summary, put_etdumps):
         local = [r for r in latest(RecordStore(results).read())
                  if r["target"] == "vulkan-run" and r["status"] == "ok" and _name(r) in summary["programs"]]
         for record in local:

@@ -6,26 +6,28 @@
 # executions, the runner's flags the same, the ETDumps named and placed as import-remote reads
 # them, under OUT/programs/, and OUT/remote.json (`layoutbench import-remote RESULTS OUT`).
 #
-#   sh run.sh [RUNNER] [--out DIR] [--warmup 1] [--iterations 20] [--processes 3] [--repeats 3] [--device NAME]
+#   sh run.sh [RUNNER] [--out DIR] [--warmup 1] [--iterations 20] [--processes 3] [--repeats 3]
+#             [--device NAME] [--limits maxImageDimension2D=N,maxImageDimension3D=N,maxStorageBufferRange=N]
 #
 # RUNNER: the executor_runner (default: the one packed beside this script). DIR: where the
-# results go (default: results, beside this script). NAME: the Vulkan device, where no
-# vulkaninfo can say which one ET-VK picks. What sh cannot measure (peak memory without a
-# `time -v`, the device) is null in remote.json, with the reason under "unknown".
+# results go (default: results, beside this script). NAME and the limits: the Vulkan device
+# and what it allows, where no vulkaninfo can say (vulkaninfo's own, or the device's page on
+# gpuinfo.org, has them). What sh cannot measure (peak memory without a `time -v`, the
+# device, its limits) is null in remote.json, with the reason under "unknown".
 
-usage="usage: sh run.sh [RUNNER] [--out DIR] [--warmup N] [--iterations N] [--processes N] [--repeats N] [--device NAME]"
+usage="usage: sh run.sh [RUNNER] [--out DIR] [--warmup N] [--iterations N] [--processes N] [--repeats N] [--device NAME] [--limits NAME=N,...]"
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { printf 'run.sh: error: %s\n' "$1" >&2; exit 2; }
 absolute() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac; }
 
-runner=$here/executor_runner out=$here/results warmup=1 iterations=20 processes=3 repeats=3 device=''
+runner=$here/executor_runner out=$here/results warmup=1 iterations=20 processes=3 repeats=3 device='' limits=''
 while [ $# -gt 0 ]; do
     case $1 in
         -h|--help) echo "$usage"; exit 0 ;;
-        --out|--warmup|--iterations|--processes|--repeats|--device)
+        --out|--warmup|--iterations|--processes|--repeats|--device|--limits)
             [ $# -ge 2 ] || fail "$1 needs a value; $usage"
             name=${1#--}; eval "$name=\$2"; shift 2 ;;
-        --out=*|--warmup=*|--iterations=*|--processes=*|--repeats=*|--device=*)
+        --out=*|--warmup=*|--iterations=*|--processes=*|--repeats=*|--device=*|--limits=*)
             name=${1%%=*}; name=${name#--}; eval "$name=\${1#*=}"; shift ;;
         -*) fail "unknown option $1; $usage" ;;
         *) runner=$1; shift ;;
@@ -54,10 +56,46 @@ json() {  # $1 as a JSON string: control characters dropped, backslashes and quo
     printf '"%s"' "$(printf '%s' "$1" | tr -d '[:cntrl:]' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"
 }
 
-# The device ET-VK picks (backends/vulkan/runtime/vk_api/Runtime.cpp): $ETVK_DEVICE_INDEX, else
-# the first of the highest kind, discrete over integrated, virtual, other, CPU.
+# The limits "maxImageDimension2D=N,..." as a JSON object, in the order remote_runner.py writes
+# them (strategies/device_limits.py's LIMITS).
+limits_object() {
+    given_maxImageDimension2D='' given_maxImageDimension3D='' given_maxStorageBufferRange=''
+    rest=$1,
+    while [ -n "$rest" ]; do
+        item=${rest%%,*} rest=${rest#*,}
+        [ -n "$item" ] || continue
+        limit=${item%%=*} value=${item#*=}
+        case $limit in maxImageDimension2D|maxImageDimension3D|maxStorageBufferRange) ;;
+            *) fail "--limits: unknown device limit '$limit'; known: maxImageDimension2D, maxImageDimension3D, maxStorageBufferRange" ;;
+        esac
+        case $value in ''|0*|*[!0-9]*) fail "--limits: expected NAME=NUMBER (a whole number > 0), not '$item'" ;; esac
+        eval "given_$limit=\$value"
+    done
+    object=''
+    for limit in maxImageDimension2D maxImageDimension3D maxStorageBufferRange; do
+        eval "value=\$given_$limit"
+        [ -z "$value" ] || object="${object:+$object, }\"$limit\": $value"
+    done
+    printf '{%s}' "$object"
+}
+
+# The device vulkaninfo printed last (its limits read since), against the best so far: the one
+# named $1, else $ETVK_DEVICE_INDEX, else the first of the highest kind.
+consider() {
+    [ -n "$current" ] && [ -z "$picked" ] || return 0
+    if [ -n "$1" ]; then
+        [ "$current" = "$1" ] && picked=yes chosen="$l2 $l3 $lb $current"
+    elif [ "$index" = "${ETVK_DEVICE_INDEX:-}" ]; then picked=yes chosen="$l2 $l3 $lb $current"
+    elif [ "$current_kind" -gt "$best" ]; then best=$current_kind chosen="$l2 $l3 $lb $current"
+    fi
+    return 0
+}
+
+# The device ET-VK picks (backends/vulkan/runtime/vk_api/Runtime.cpp: $ETVK_DEVICE_INDEX, else
+# the first of the highest kind, discrete over integrated, virtual, other, CPU), or the one
+# named $1, with its limits, from vulkaninfo's output: "2D 3D BUFFER NAME", a limit not printed -.
 pick_device() {
-    index=-1 best=-1 chosen='' kind=0
+    index=-1 best=-1 kind=0 current_kind=0 chosen='' current='' picked='' l2=- l3=- lb=-
     while IFS= read -r line; do
         case $line in
             *deviceType*=*)
@@ -66,21 +104,39 @@ pick_device() {
                     *) kind=2 ;;
                 esac ;;
             *deviceName*=*)
-                index=$((index + 1)) device_name=${line#*= }
-                if [ "$index" = "${ETVK_DEVICE_INDEX:-}" ]; then printf '%s' "$device_name"; return; fi
-                if [ "$kind" -gt "$best" ]; then best=$kind chosen=$device_name; fi ;;
+                consider "$1"
+                index=$((index + 1)) current=${line#*= } current_kind=$kind l2=- l3=- lb=- ;;
+            *maxImageDimension2D*=*) l2=$(echo ${line#*=}) ;;
+            *maxImageDimension3D*=*) l3=$(echo ${line#*=}) ;;
+            *maxStorageBufferRange*=*) lb=$(echo ${line#*=}) ;;
         esac
     done
+    consider "$1"
     printf '%s' "$chosen"
 }
 unknown=''
-if [ -z "$device" ] && command -v vulkaninfo >/dev/null 2>&1; then
-    device=$(vulkaninfo --summary 2>/dev/null | pick_device)
+limits_json=null
+[ -z "$limits" ] || limits_json=$(limits_object "$limits") || exit 2
+if command -v vulkaninfo >/dev/null 2>&1 && { [ -z "$device" ] || [ -z "$limits" ]; }; then
+    read -r l2 l3 lb found <<PICKED
+$(vulkaninfo 2>/dev/null | pick_device "$device")
+PICKED
+    [ -n "$device" ] || device=$found
+    if [ -z "$limits" ] && [ -n "$found" ]; then
+        read_limits=''
+        for pair in maxImageDimension2D=$l2 maxImageDimension3D=$l3 maxStorageBufferRange=$lb; do
+            case ${pair#*=} in ''|*[!0-9]*) ;; *) read_limits="${read_limits:+$read_limits,}$pair" ;; esac
+        done
+        [ -z "$read_limits" ] || limits_json=$(limits_object "$read_limits")
+    fi
 fi
 if [ -n "$device" ]; then device_json=$(json "$device")
 else
     device_json=null
     unknown="\"device\": \"no --device given, and no vulkaninfo here named one; import-remote --device names it\""
+fi
+if [ "$limits_json" = null ]; then
+    unknown="${unknown:+$unknown, }\"limits\": \"no --limits given, and no vulkaninfo here read the device's; import-remote --limits states them\""
 fi
 
 # Peak memory: the runner's maximum resident set, as wait4 reports it, through a time -v (GNU,
@@ -218,7 +274,7 @@ while read -r count name; do
 done < "$here/programs.list"
 
 cat > "$out/remote.json.part" <<EOF
-{"device": $device_json, "machine": $(json "$(uname -n)"), "runner": $(json "$runner"),
+{"device": $device_json, "limits": $limits_json, "machine": $(json "$(uname -n)"), "runner": $(json "$runner"),
  "runner_digest": "$digest", "made_by": "run.sh",
  "settings": {"warmup": $warmup, "iterations": $iterations, "repeats": $repeats, "processes": $processes},
  "unknown": {$unknown},
