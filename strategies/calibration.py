@@ -12,6 +12,8 @@ program: each program's node map says what it measured, and the fit needs nothin
 policies to compare.
 """
 
+import collections
+
 from strategies._registry import register_strategy
 from strategies.gpu_costs import Price, pair_name
 from strategies.ilp import IlpLayout, solve
@@ -59,7 +61,10 @@ class _Rounds:
         return self.solutions[number - 1]
 
 
-_rounds_by_graph: dict[str, _Rounds] = {}
+# The rounds of the graphs this process solved last (a worker lowers one model's rounds in turn;
+# a long sweep's earlier graphs are let go).
+_rounds_by_graph: collections.OrderedDict[str, _Rounds] = collections.OrderedDict()
+KEPT_GRAPHS = 64
 
 
 class CalibrationLayout(IlpLayout):
@@ -70,7 +75,10 @@ class CalibrationLayout(IlpLayout):
 
     def call(self, graph_module):
         problem = extract(self, graph_module)
-        rounds = _rounds_by_graph.setdefault(problem.graph, _Rounds(problem))
+        rounds = _rounds_by_graph.pop(problem.graph, None) or _Rounds(problem)
+        _rounds_by_graph[problem.graph] = rounds  # the most recent last
+        while len(_rounds_by_graph) > KEPT_GRAPHS:
+            _rounds_by_graph.popitem(last=False)
         self.solution = rounds.solution(self.round, self.time_limit_seconds)
         apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
         return PassResult(graph_module, True)

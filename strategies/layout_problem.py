@@ -123,11 +123,6 @@ class LayoutProblem:
         tensor = self.tensors[source]
         return float(tensor_bytes(list(tensor.shape), tensor.element_bytes, *target))
 
-    def tensor_size(self, key: TensorKey) -> int:
-        """Bytes of a tensor's elements, as a transition copies them (cost tables' unit)."""
-        tensor = self.tensors[key]
-        return math.prod(tensor.shape) * tensor.element_bytes
-
     def prices(self, table: CostTable) -> tuple[dict, dict]:
         """Every price an assignment can need, asked of ``table`` at once: per operator node and
         (primary input, output) representation pair its domains allow, and per source tensor,

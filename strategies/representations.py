@@ -18,6 +18,8 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkStorageType,
 )
 
+from strategies.gpu_costs import pair_name
+
 Repr = tuple[VkStorageType, VkMemoryLayout]
 
 DEFAULT_REPR: Repr = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACKED)
@@ -121,9 +123,8 @@ def repset_packed_dim_infos(repset: vk_utils.TensorRepSet) -> set:
 
 
 def repr_name(representation: vk_utils.TensorRepr) -> str:
-    """E.g. ``TEXTURE_3D/CHANNELS_PACKED``."""
-    layout = representation.memory_layout.name.removeprefix("TENSOR_")
-    return f"{representation.storage_type.name}/{layout}"
+    """E.g. ``TEXTURE_3D/CHANNELS_PACKED``: the name a cost table gives its pair."""
+    return pair_name((representation.storage_type, representation.memory_layout))
 
 
 def repset_name(repset: vk_utils.TensorRepSet) -> str:

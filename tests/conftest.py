@@ -22,7 +22,8 @@ import pytest
 
 from layoutkit.files import cache_folder, cache_root
 
-SHARED_KINDS = ("exports", "prefixes")  # entries keyed by all they depend on: never stale, never another answer
+from .helpers.caches import SHARED_KINDS
+
 TOOL_KINDS = ("runtime", "vgf-host", "npm")
 # xdist sets this in a worker before it reads this file; the controller set up what follows.
 IN_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ

@@ -60,8 +60,26 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract
     assert shown in broken.stdout
 
 
+# Modules over the 350-line limit until they are split (the cost model's own package), each held
+# at its length: none grows, and no other joins them.
+OVER_THE_LIMIT = {"harness/inspection/calibration.py": 432, "models/_registry.py": 363,
+                  "strategies/gpu_costs.py": 407, "strategies/layout_problem.py": 375}
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
 def test_the_command_line_module_stays_within_300_lines():
-    assert len((ROOT / "harness" / "cli.py").read_text().splitlines()) <= 300
+    assert _lines(ROOT / "harness" / "cli.py") <= 300
+
+
+def test_readme_stays_within_300_lines_and_modules_within_350():
+    assert _lines(ROOT / "README.md") <= 300
+    for package in ("layoutkit", "harness", "strategies", "models", "benchmarks"):
+        for module in (ROOT / package).rglob("*.py"):
+            name = str(module.relative_to(ROOT))
+            assert _lines(module) <= OVER_THE_LIMIT.get(name, 350), f"{name}: {_lines(module)} lines"
 
 
 def test_every_metric_a_target_declares_is_in_the_schema():

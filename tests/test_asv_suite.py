@@ -7,6 +7,8 @@ import pytest
 
 from benchmarks import bench_vulkan_layout as suite
 
+from .helpers.caches import with_shared_entries
+
 
 def test_every_suite_has_a_setup_cache_of_its_own():
     """asv keys a setup cache by the file and line defining it: suites sharing one (an
@@ -74,7 +76,7 @@ def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp
     from harness.targets.vulkan import lowering_memory
 
     monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small", "tests.helpers.user_models:data_dependent"])
-    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(with_shared_entries(tmp_path / "cache")))
     bench = bench_layout_pass.Lowering()
     peaks = bench.setup_cache()
     bench.setup(peaks, "synthetic_small")

@@ -19,6 +19,7 @@ from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
 from harness.targets.base import MeasureContext
 from strategies.gpu_costs import COSTS_ENV
+from tests.helpers.caches import with_shared_entries
 from tests.helpers.failing_writes import fail_writes
 
 STRATEGIES = strategies.list_strategies()
@@ -32,7 +33,7 @@ def _layoutbench(*args, env=None) -> subprocess.Popen:
 def _two_sweeps_at_once(out, cache, *options) -> list[tuple[int, str]]:
     """Two ``run`` commands into ``out``, started together; their exit codes and stderr. A
     cache of their own: neither reuses records another run left in the user's."""
-    env = {**os.environ, "LAYOUTBENCH_CACHE_DIR": str(cache)}
+    env = {**os.environ, "LAYOUTBENCH_CACHE_DIR": str(with_shared_entries(cache))}
     args = ["run", "--models", "synthetic_small", "--strategies", "all", "--out", str(out), "--workers", "0",
             "--format", "json", *options]
     commands = [_layoutbench(*args, env=env) for _ in range(2)]

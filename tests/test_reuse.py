@@ -16,6 +16,8 @@ from harness.sweep.execution import Execution
 from harness.results import provenance
 from harness.results.store import RecordStore
 
+from .helpers.caches import with_shared_entries
+
 ROOT = Path(__file__).resolve().parent.parent
 DETERMINISTIC = ("transitions", "transition_bytes", "delegate_memory_bytes", "transition_memory_bytes",
                  "partitions", "delegate_ops", "ops_outside_delegate", "pte_bytes", "own_clones")
@@ -35,6 +37,7 @@ def checkout(tmp_path_factory) -> Path:
     for item in ("layoutkit", "harness", "strategies", "models", "tests"):
         shutil.copytree(ROOT / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "mymod.py").write_text(USER_PASS)
+    with_shared_entries(root / "cache")
     return root
 
 
@@ -102,7 +105,7 @@ def test_a_reused_record_is_what_a_fresh_measurement_gives(checkout):
 
 
 def test_a_tool_version_change_measures_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(with_shared_entries(tmp_path / "cache")))
     store = RecordStore(tmp_path / "results")
     assert len(run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", store).measured) == 1
     assert len(run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan", store).reused) == 1
@@ -114,7 +117,7 @@ def test_a_tool_version_change_measures_again(tmp_path, monkeypatch):
 
 
 def test_a_failure_the_code_would_repeat_is_reused_with_its_log(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(with_shared_entries(tmp_path / "cache")))
     crashes, in_process = "tests.helpers.user_strategies:Crashes", Execution(workers=0)
     [failed] = run_sweep(["synthetic_small"], [crashes], "vulkan", RecordStore(tmp_path / "a"),
                          execution=in_process).measured

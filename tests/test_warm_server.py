@@ -21,9 +21,8 @@ import strategies
 from harness.results.store import RecordStore
 from harness.warm import client
 from harness.warm.preload import OWN_PACKAGES, ImportedFiles
-from layoutkit.files import cache_root
 
-from .conftest import SHARED_KINDS
+from .helpers.caches import with_shared_entries
 from .helpers.streams import lines_of, rest_of, wait_for_line
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
@@ -45,9 +44,7 @@ def _served_environment(cache: Path, **variables: str):
     unset = ("LAYOUTBENCH_NO_SERVER", "PYTHONDONTWRITEBYTECODE")
     environment = {k: v for k, v in os.environ.items() if k not in unset}
     environment.update(LAYOUTBENCH_CACHE_DIR=str(cache), **variables)
-    cache.mkdir(mode=0o700, exist_ok=True)
-    for kind in SHARED_KINDS:
-        (cache / kind).symlink_to(cache_root() / kind)
+    with_shared_entries(cache)
     started = _layoutbench(environment, "serve", "--idle-minutes", "10")
     assert started.returncode == 0, started.stderr
     assert "commands run through it" in started.stderr
@@ -434,8 +431,8 @@ def test_the_server_holds_no_code_of_ours_but_its_own(environment):
     status = _status(environment)
     assert status["modules"] > 1000  # torch, ExecuTorch and the rest, imported once
     # Its own package, and the loader that makes each command import the rest from its source as it is now.
-    assert set(status["own_modules"]) <= {"harness", "harness.warm", "harness.warm.preload", "layoutkit",
-                                          "layoutkit.source_loader"}
+    assert set(status["own_modules"]) <= {"harness", "harness.warm", "harness.warm.command_process",
+                                          "harness.warm.preload", "layoutkit", "layoutkit.source_loader"}
     again = _layoutbench(environment, "serve")
     assert again.returncode == 0 and f"warm server {status['pid']}:" in again.stderr  # the same one
 

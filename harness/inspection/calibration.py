@@ -21,7 +21,6 @@ nodes predicts each of its programs, compared with what the program measured.
 
 import gzip
 import json
-import re
 from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -75,17 +74,11 @@ BOOSTING = {
 ROUNDS = 600
 
 
-def _etdumps(pte: Path) -> list[Path]:
-    """Every runtime process's ETDump kept beside a program (``<stem>.etdump``, ``<stem>.N.etdump``)."""
-    own = re.compile(rf"{re.escape(pte.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
-    return sorted(p for p in pte.parent.iterdir() if own.fullmatch(p.name))
-
-
 def _program_nodes(pte: Path) -> tuple[pd.DataFrame, list[float]]:
     """A program's nodes, and each runtime process's summed time of them."""
     nodes = read_node_map(pte)
     per_process = []
-    for etdump in _etdumps(pte):
+    for etdump in ResultsDir.etdumps(pte):
         frame = read_dispatches(etdump, nodes)
         frame = frame[frame["operator"] != STAGING]
         per_process.append(frame.groupby(["partition", "node_id"])["gpu_ms"].sum())
@@ -113,7 +106,7 @@ def measured(results_dirs: list[Path]) -> Measurements:
             if record["target"] != "vulkan-run" or record["status"] != "ok":
                 continue
             pte = ResultsDir(directory).program(record["model"], record["strategy"])
-            if not (ResultsDir.beside(pte, "node_map").exists() and _etdumps(pte)):
+            if not (ResultsDir.beside(pte, "node_map").exists() and ResultsDir.etdumps(pte)):
                 continue
             environment = record.get("environment") or {}
             devices.add(environment.get("vulkan_device") or "unknown")

@@ -70,6 +70,13 @@ class ResultsDir:
         """The ``kind`` (``node_map``, ``etdump`` or ``inputs``) kept beside ``program``."""
         return Path(program).with_suffix(ResultsDir.PROGRAM_SUFFIXES[kind])
 
+    @staticmethod
+    def etdumps(program: Path) -> list[Path]:
+        """Every runtime process's ETDump kept beside ``program`` (``<stem>.etdump``,
+        ``<stem>.N.etdump``), not another strategy's whose name starts with ``<stem>.``."""
+        own = re.compile(rf"{re.escape(program.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
+        return sorted(entry for entry in program.parent.iterdir() if own.fullmatch(entry.name))
+
     def explorer(self, model: str) -> Path:
         """Where ``explore`` keeps a model's drawing and, a folder per strategy pair, its overlays."""
         return self.root / "explorer" / _file_name(model)

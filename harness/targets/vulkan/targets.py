@@ -2,7 +2,6 @@
 and ``vulkan-run`` (the same, then the program run on an ET-VK runtime)."""
 
 import json
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -67,8 +66,7 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) 
 def remove_etdumps(program: Path) -> None:
     """Delete the ETDumps kept beside ``program`` (``<stem>.etdump``, ``<stem>.N.etdump``),
     not another strategy's whose name starts with ``<stem>.``."""
-    own_etdump = re.compile(rf"{re.escape(program.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
-    for stale in [entry for entry in program.parent.iterdir() if own_etdump.fullmatch(entry.name)]:
+    for stale in ResultsDir.etdumps(program):
         stale.unlink()
 
 
