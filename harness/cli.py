@@ -150,9 +150,9 @@ def _parser() -> argparse.ArgumentParser:
                            "those its runs read: maxImageDimension3D=N,maxImageDimension2D=N,maxStorageBufferRange=N")
     calibrate.add_argument("--nodes", help="also keep the measured nodes in this file (.jsonl.gz): the runs, "
                            "small enough to keep, from which --fit and --validate work again")
-    calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table "
-                           "fitted without it (OUT/held-out/MODEL.json) predicts its programs; OUT/validation.csv. "
-                           "--workers fits at once (default: the machine's cores; 0: in this process)")
+    calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table fitted "
+                           "without it (OUT/held-out/MODEL.json; a re-run fits only those missing) predicts its "
+                           "programs; OUT/validation.csv. --workers fits at once (default: cores; 0: in this process)")
     sweeps.add_few_shot_arguments(calibrate)
     calibrate.set_defaults(strategies="", target="vulkan-run")
 

@@ -16,7 +16,7 @@ import pytest
 
 import strategies
 from harness.errors import UsageError
-from harness.inspection import calibration
+from harness.inspection import calibration, validation
 from harness.pipeline.model import pipeline
 from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
@@ -222,7 +222,7 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
             # within 15 %, or a microsecond on the smallest, where a dispatch's fixed cost rules
             # and a power-law base is coarsest
             assert price.ms == pytest.approx(_relu_ms(shape, pair), rel=0.15, abs=0.001), (shape, pair)
-    predicted, tables = calibration.leave_one_model_out(measurements)
+    predicted, tables = validation.leave_one_model_out(measurements)
     assert set(tables) == set(measurements.programs["model"])
     assert all(not set(table.nodes) & {("m0", f"relu{i}", NAMES[0], NAMES[0]) for i in range(40)}
                for model, table in tables.items() if model == "m0")
@@ -242,10 +242,10 @@ def test_leaving_models_out_in_worker_processes_gives_what_one_process_gives():
             for model in range(4) for index, shape in
             enumerate((1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64)) for _ in range(30))]
     measurements = _measurements(rows)
-    alone, alone_tables = calibration.leave_one_model_out(measurements)
+    alone, alone_tables = validation.leave_one_model_out(measurements)
     finished = []
     with ProcessPoolExecutor(2, mp_context=fork_server.context()) as executor:
-        pooled, pooled_tables = calibration.leave_one_model_out(
+        pooled, pooled_tables = validation.leave_one_model_out(
             measurements, fitted=lambda model, table, done, total: finished.append((done, total)), executor=executor)
     pd.testing.assert_frame_equal(alone, pooled)
     assert list(pooled_tables) == list(alone_tables) == ["m0", "m1", "m2", "m3"]
@@ -284,7 +284,7 @@ def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by, tol
         assert {g: load.largest_activation for g, load in loads.items()} == {
             f"m{m}": 2 * (256 * 256 if m % 2 else 64 * 64) * 64 for m in range(8)}  # elements read and written
         light, heavy = loads["m0"], GraphLoad(loads["m0"].weight_bytes, loads["m1"].largest_activation)
-    predicted, tables = calibration.leave_one_model_out(measurements, ["m0", "m1"])
+    predicted, tables = validation.leave_one_model_out(measurements, ["m0", "m1"])
     assert (predicted["error"].abs() < 0.1).all()
     int8_node = {**_query("new", shape=(1, 32, 40, 24), pair=NAMES[3]).signature, "dtype": "int8"}
     float_node = {**int8_node, "dtype": "float32"}

@@ -289,38 +289,49 @@ def _write_table(path: Path, table) -> None:
 
 def _validate(args, measurements) -> int:
     """Leave one model out: the held-out tables, every program's prediction, and per model a
-    summary; the fits in ``--workers`` processes at once (default: the machine's cores)."""
+    summary; the fits in ``--workers`` processes at once (default: the machine's cores). The
+    tables already written for the same measurements and fit are kept (see
+    :mod:`harness.inspection.validation`), so an interrupted validation resumes."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from harness.inspection import calibration
+    from harness.inspection import validation
+    from harness.results.results_dir import ResultsDir
     from harness.results.table import format_number
     from harness.sweep import fork_server
 
-    out = Path(args.out)
-    started = time.monotonic()
+    out = ResultsDir(args.out)
+    models = sorted(measurements.programs["model"].unique())
+    key = validation.fit_key(measurements)
+    kept = validation.kept_tables({model: out.held_out_table(model) for model in models}, key)
+    print(f"{PROGRAM}: {len(kept)} held-out tables kept (fitted from the same measurements by the same fit), "
+          f"{len(models) - len(kept)} to fit", file=sys.stderr)
+    started, fitted = time.monotonic(), []
 
     def write(model, table, done, total):
-        path = out / "held-out" / f"{model}.json"
-        _write_table(path, table)
-        print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: {path}",
-              file=sys.stderr)
+        _write_table(out.held_out_table(model), table)
+        fitted.append(model)
+        print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: "
+              f"{out.held_out_table(model)}", file=sys.stderr)
 
-    fits = measurements.programs["model"].nunique()
-    workers = min((os.cpu_count() or 1) if args.workers is None else args.workers, fits)
+    workers = min((os.cpu_count() or 1) if args.workers is None else args.workers, len(models) - len(kept))
     executor = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else None
     try:
-        programs, tables = calibration.leave_one_model_out(measurements, fitted=write, executor=executor)
+        programs, tables = validation.leave_one_model_out(measurements, models, fitted=write, executor=executor,
+                                                          kept=kept, key=key)
     except KeyboardInterrupt:
         if executor is not None:  # its processes ignore Ctrl-C (see fork_server): the fits in flight end now
             for process in list(executor._processes.values()):  # Python 3.14 names this kill_workers()
                 process.kill()
-        raise
+        print(f"{PROGRAM}: interrupted; {len(kept) + len(fitted)} of {len(models)} held-out tables are in "
+              f"{out.held_out}: the same command fits only the other {len(models) - len(kept) - len(fitted)}",
+              file=sys.stderr)
+        return 130
     finally:
         if executor is not None:
             executor.shutdown(cancel_futures=True)
-    programs.to_csv(out / "validation.csv", index=False)
-    summary = calibration.validation_summary(programs)
+    programs.to_csv(out.validation, index=False)
+    summary = validation.summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
-    print(f"{PROGRAM}: {len(tables)} held-out tables in {out / 'held-out'}, every program's prediction in "
-          f"{out / 'validation.csv'}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
+          f"every program's prediction in {out.validation}", file=sys.stderr)
     return 0

@@ -15,13 +15,11 @@ error the fit is expected to make per operator on a model it never saw: the tree
 with a few models left out at a time, each left-out model's time of each operator predicted
 and compared with what it measured (the median of those errors over models).
 
-:func:`leave_one_model_out` is the proof: for each model, a table fitted without any of its
-nodes predicts each of its programs, compared with what the program measured.
+How well a table predicts a model it never saw is :mod:`harness.inspection.validation`'s.
 """
 
 import gzip
 import json
-from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -333,100 +331,3 @@ def program_spread(programs: pd.DataFrame) -> float:
     median, at the ``SPREAD_QUANTILE`` of the measured programs (0 with none run twice)."""
     ranges = [(max(ms) - min(ms)) / float(np.median(ms)) for ms in programs["process_ms"] if len(ms) > 1]
     return float(np.quantile(ranges, SPREAD_QUANTILE)) if ranges else 0.0
-
-
-def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
-    """Per program: what it measured (the median and range of its processes' summed times)
-    and what ``table`` predicts of its nodes."""
-    predicted = [price.ms for price in table.price(queries(measurements.nodes))]
-    by_program = measurements.nodes.assign(predicted=predicted).groupby(PROGRAM)["predicted"].sum()
-    programs = measurements.programs.set_index(PROGRAM)
-    process_ms = programs["process_ms"]
-    return pd.DataFrame({
-        "costs": programs["costs"],
-        "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min), "high_ms": process_ms.map(max),
-        "predicted_ms": by_program,
-    }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
-
-
-def held_out(measurements: Measurements, model: str) -> tuple[pd.DataFrame, CostTable]:
-    """``model``'s programs, each with its time predicted by a table fitted without that model
-    and what it measured; and that table."""
-    table = fit(measurements.without(model))
-    own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
-                       measurements.programs[measurements.programs["model"] == model])
-    return predicted_programs(own, table).assign(table=table.name), table
-
-
-def leave_one_model_out(measurements: Measurements, models: list[str] | None = None,
-                        fitted=lambda model, table, done, total: None,
-                        executor: Executor | None = None) -> tuple[pd.DataFrame, dict]:
-    """:func:`held_out` for each model: the programs of all, and the tables (model ->
-    CostTable), each with its own expected errors, each handed to ``fitted`` as it is made (a
-    fit takes seconds to minutes). ``executor`` (of processes): the fits run there, several at
-    once, with the same results as one after another here."""
-    models = models or sorted(measurements.programs["model"].unique())
-    if executor:
-        futures = {executor.submit(held_out, measurements, model): model for model in models}
-        made = ((futures[future], future.result()) for future in as_completed(futures))
-    else:
-        futures, made = {}, ((model, held_out(measurements, model)) for model in models)
-    results, tables = {}, {}
-    try:
-        for done, (model, (programs, table)) in enumerate(made, 1):
-            results[model], tables[model] = programs, table
-            fitted(model, table, done, len(models))
-    finally:
-        for future in futures:
-            future.cancel()  # an interrupted or failed fit leaves none queued behind it
-    return pd.concat([results[model] for model in models], ignore_index=True), {model: tables[model] for model in models}
-
-
-def _strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
-    """The programs of layout strategies (calibration rounds aside), one per (model, strategy):
-    all runs' processes together; an ilp-time program counts only where it was lowered under
-    the table that predicts it (its model's held-out table)."""
-    from strategies.calibration import is_round
-
-    chosen = programs[~programs["strategy"].map(is_round)]
-    chosen = chosen[(chosen["strategy"] != "ilp-time") | (chosen["costs"] == chosen["table"])]
-    rows = []
-    for (model, strategy), group in chosen.groupby(["model", "strategy"]):
-        rows.append({"model": model, "strategy": strategy, "measured_ms": group["measured_ms"].median(),
-                     "low_ms": group["low_ms"].min(), "high_ms": group["high_ms"].max(),
-                     "predicted_ms": group["predicted_ms"].median()})
-    return pd.DataFrame(rows, columns=["model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"])
-
-
-def validation_summary(programs: pd.DataFrame) -> pd.DataFrame:
-    """Per model, from :func:`leave_one_model_out`'s programs: the median and worst absolute
-    error over its strategies' programs; of the pairs of them whose measured times differ
-    beyond their ranges, how many the held-out table orders as measured; and ilp-time (lowered
-    under the held-out table) against the faster of ilp and bfs-downstream, and against
-    bfs-downstream, measured (``beyond_spread``: slower than the faster one's slowest process)."""
-    strategy_programs = _strategy_programs(programs)
-    rows = []
-    for model, group in strategy_programs.groupby("model"):
-        by_strategy = group.set_index("strategy")
-        errors = (group["predicted_ms"] / group["measured_ms"] - 1).abs()
-        pairs = agreeing = 0
-        for a in by_strategy.index:
-            for b in by_strategy.index:
-                first, second = by_strategy.loc[a], by_strategy.loc[b]
-                if a < b and (first["high_ms"] < second["low_ms"] or second["high_ms"] < first["low_ms"]):
-                    pairs += 1
-                    agreeing += (first["measured_ms"] < second["measured_ms"]) == (
-                        first["predicted_ms"] < second["predicted_ms"])
-        row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
-               "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,
-               "ilp_time_vs_bfs_downstream": None}
-        others = by_strategy.loc[[s for s in ("ilp", "bfs-downstream") if s in by_strategy.index]]
-        if "ilp-time" in by_strategy.index and len(others):
-            own, best = by_strategy.loc["ilp-time"], others.loc[others["measured_ms"].idxmin()]
-            row.update(ilp_time_vs_best=own["measured_ms"] / best["measured_ms"] - 1,
-                       beyond_spread=bool(own["low_ms"] > best["high_ms"]))
-            if "bfs-downstream" in by_strategy.index:
-                row["ilp_time_vs_bfs_downstream"] = own["measured_ms"] / by_strategy.loc["bfs-downstream",
-                                                                                       "measured_ms"] - 1
-        rows.append(row)
-    return pd.DataFrame(rows)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from harness.inspection import calibration
+from harness.inspection import calibration, validation
 from harness.inspection.calibration import Measurements
 from models import FP16_SUFFIX
 from strategies.calibration import is_round
@@ -112,7 +112,7 @@ def one_factor(prior: CostTable, measurements: Measurements, ratios: pd.DataFram
     """The prior scaled by the one factor that makes its programs' total time the measured total
     (``ratios``: :func:`prior_ratios` of ``measurements``, where the caller has them)."""
     predicted = (ratios["prior_ms"].sum() if ratios is not None
-                 else calibration.predicted_programs(measurements, prior)["predicted_ms"].sum())
+                 else validation.predicted_programs(measurements, prior)["predicted_ms"].sum())
     return _scaled(prior, measurements.device, measurements.programs["process_ms"].map(np.median).sum() / predicted)
 
 
@@ -225,16 +225,16 @@ def prior_check(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
     models = sorted(measurements.programs["model"].unique())
     if len(models) < 2:
         raise ValueError("checking a prior needs programs of two models or more")
-    own = calibration.predicted_programs(measurements, prior)
+    own = validation.predicted_programs(measurements, prior)
     ratios = prior_ratios(prior, measurements) if ratios is None else ratios
-    left_out = pd.concat([calibration.predicted_programs(subset(measurements, models=[m]), _transferred_part(
+    left_out = pd.concat([validation.predicted_programs(subset(measurements, models=[m]), _transferred_part(
         prior, measurements.without(m), ratios)) for m in models])
     return PriorCheck(float(own["error"].abs().median()), float(left_out["error"].abs().median()),
                       float(own["measured_ms"].sum() / own["predicted_ms"].sum()), prior.spread)
 
 
 def scores(programs: pd.DataFrame) -> dict:
-    """Of predicted programs (:func:`calibration.predicted_programs`), per model the median
+    """Of predicted programs (:func:`validation.predicted_programs`), per model the median
     |error| over its layout strategies' programs (calibration rounds aside), summarised over
     models: median and worst, the share within 5 % and within 10 %; of each model's pairs of
     strategies measured apart beyond their ranges, the share the prediction orders as
@@ -269,7 +269,7 @@ def _ordered_pairs(group: pd.DataFrame) -> tuple[int, int]:
 
 def _left_out(measurements: Measurements, models, fit) -> pd.DataFrame:
     """Each of ``models``' programs predicted by ``fit(measurements without it)``."""
-    return pd.concat([calibration.predicted_programs(subset(measurements, models=[m]), fit(measurements.without(m)))
+    return pd.concat([validation.predicted_programs(subset(measurements, models=[m]), fit(measurements.without(m)))
                       for m in models], ignore_index=True)
 
 
@@ -296,14 +296,14 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
         for method, table in (("few-shot", _transferred_part(prior, fitted, ratios)),
                               ("prior, one factor", one_factor(prior, fitted, ratios.loc[fitted.nodes.index])),
                               ("budget alone", calibration.fit(fitted, folds=1))):
-            rows.append({"budget": budget, "method": method, **scores(calibration.predicted_programs(own, table))})
-        rows.append({"budget": budget, "method": "prior as it is", **scores(calibration.predicted_programs(own, prior))})
+            rows.append({"budget": budget, "method": method, **scores(validation.predicted_programs(own, table))})
+        rows.append({"budget": budget, "method": "prior as it is", **scores(validation.predicted_programs(own, prior))})
         rows.append({"budget": budget, "method": "whole table, model left out",
                      **scores(whole[whole["model"].isin(scored)])})
     progress(f"every program, each of {len(models)} models left out")
     for method, fit in (("few-shot", lambda kept: _transferred_part(prior, kept, ratios)),
                         ("prior, one factor", lambda kept: one_factor(prior, kept, ratios.loc[kept.nodes.index]))):
         rows.append({"budget": None, "method": method, **scores(_left_out(held_out, models, fit))})
-    rows.append({"budget": None, "method": "prior as it is", **scores(calibration.predicted_programs(held_out, prior))})
+    rows.append({"budget": None, "method": "prior as it is", **scores(validation.predicted_programs(held_out, prior))})
     rows.append({"budget": None, "method": "whole table, model left out", **scores(whole)})
     return pd.DataFrame(rows)

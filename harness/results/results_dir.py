@@ -11,6 +11,8 @@
                .inputs/     its inputs        .2.etdump, .3.etdump ...  the other processes'
     RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
     RESULTS/costs.json                         calibrate's cost table
+    RESULTS/held-out/<model>.json              calibrate --validate's table fitted without the model
+    RESULTS/validation.csv                     every program's time as its model's held-out table predicts it
     RESULTS/explorer/<model>/<model>.etrecord  explore's drawing of the model (Model Explorer's ETRecord adapter)
     RESULTS/explorer/<model>/<strategy>[-vs-<other>]/NN-<overlay>.json     its node data, one file per overlay
     RESULTS/report.html, report.md, report_charts/         report's output
@@ -45,6 +47,8 @@ class ResultsDir:
         self.writer_lock = self.root / ".writer.lock"
         self.logs = self.root / "logs"
         self.cost_table = self.root / "costs.json"
+        self.held_out = self.root / "held-out"
+        self.validation = self.root / "validation.csv"
         self.report = self.root / "report.html"
 
     def log(self, model: str, strategy: str | None, target: str, suffix: str = ".log") -> Path:
@@ -76,6 +80,10 @@ class ResultsDir:
         ``<stem>.N.etdump``), not another strategy's whose name starts with ``<stem>.``."""
         own = re.compile(rf"{re.escape(program.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
         return sorted(entry for entry in program.parent.iterdir() if own.fullmatch(entry.name))
+
+    def held_out_table(self, model: str) -> Path:
+        """calibrate --validate's table fitted without ``model``."""
+        return self.held_out / f"{model.replace('/', '_')}.json"
 
     def explorer(self, model: str) -> Path:
         """Where ``explore`` keeps a model's drawing and, a folder per strategy pair, its overlays."""

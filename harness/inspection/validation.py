@@ -1,0 +1,168 @@
+"""How well a device's cost table predicts models it never saw: leave one model out
+(``calibrate --validate``).
+
+For each model, :func:`held_out` fits a table without any of its nodes and prices each of its
+programs with it (:func:`predicted_programs`), against what the program measured;
+:func:`summary` says per model how far off the table is and whether it orders the
+programs as measured.
+
+A fit takes seconds to minutes, so the command keeps each held-out table
+(``OUT/held-out/MODEL.json``, written whole or not at all) and an interrupted validation
+resumes from them. A held-out table carries in its corpus the key it was fitted under
+(:func:`fit_key`: a digest of the measurements, the device's limits, and the fit's code and
+libraries); :func:`kept_tables` takes back only tables of the same key that leave their own
+model out, so a table of other measurements, limits or code is fitted again, never reused.
+"""
+
+import hashlib
+import json
+import sys
+from concurrent.futures import Executor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import UsageError
+from harness.inspection.calibration import NODE_COLUMNS, PROGRAM, PROGRAM_COLUMNS, Measurements, fit, queries
+from harness.results.provenance import code_digest, tool_versions
+from strategies.gpu_costs import CostTable, parse
+
+FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
+
+
+def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
+    """Per program: what it measured (the median and range of its processes' summed times)
+    and what ``table`` predicts of its nodes."""
+    predicted = [price.ms for price in table.price(queries(measurements.nodes))]
+    by_program = measurements.nodes.assign(predicted=predicted).groupby(PROGRAM)["predicted"].sum()
+    programs = measurements.programs.set_index(PROGRAM)
+    process_ms = programs["process_ms"]
+    return pd.DataFrame({
+        "costs": programs["costs"],
+        "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min), "high_ms": process_ms.map(max),
+        "predicted_ms": by_program,
+    }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
+
+
+def fit_key(measurements: Measurements) -> str:
+    """What the held-out tables of ``measurements`` are fitted from, as a digest: every node and
+    program measured, the device and its limits, the fit's code (this module's and all of ours
+    it reaches) and its libraries' versions."""
+    limits = measurements.limits.to_json() if measurements.limits is not None else None
+    what = {"device": measurements.device, "limits": limits,
+            "programs": measurements.programs[PROGRAM_COLUMNS].values.tolist(),
+            "nodes": measurements.nodes[NODE_COLUMNS].values.tolist(),
+            "code": code_digest(sys.modules[__name__]), "libraries": tool_versions(FIT_LIBRARIES)}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _predicted_by(table: CostTable, measurements: Measurements, model: str) -> pd.DataFrame:
+    """``model``'s programs, each with its time predicted by ``table`` (named) and what it measured."""
+    own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
+                       measurements.programs[measurements.programs["model"] == model])
+    return predicted_programs(own, table).assign(table=table.name)
+
+
+def held_out(measurements: Measurements, model: str, key: str) -> tuple[pd.DataFrame, CostTable]:
+    """``model``'s programs, each with its time predicted by a table fitted without that model
+    (under ``key``: see the module) and what it measured; and that table."""
+    table = fit(measurements.without(model))
+    table.corpus["fit_key"] = key
+    table = table.identified()
+    return _predicted_by(table, measurements, model), table
+
+
+def kept_tables(paths: dict, key: str) -> dict:
+    """Of the held-out tables at ``paths`` (model -> path), those fitted under ``key`` without
+    their model, by model; a missing or unreadable one is left to fit."""
+    kept = {}
+    for model, path in paths.items():
+        try:
+            table = parse(Path(path).read_bytes(), str(path))
+        except (OSError, UsageError):
+            continue
+        # the key is the measurements', whichever model a table leaves out: its corpus says which
+        if table.corpus.get("fit_key") == key and model not in table.corpus.get("models", [model]):
+            kept[model] = table
+    return kept
+
+
+def leave_one_model_out(measurements: Measurements, models: list[str] | None = None,
+                        fitted=lambda model, table, done, total: None, executor: Executor | None = None,
+                        kept: dict | None = None, key: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """:func:`held_out` for each model: the programs of all, and the tables (model ->
+    CostTable), each with its own expected errors. ``kept``: tables of some models already
+    fitted under ``key`` (default: :func:`fit_key` of ``measurements``), used as they are; the
+    others are fitted, each handed to ``fitted`` as it is made (a fit takes seconds to minutes).
+    ``executor`` (of processes): the fits run there, several at once, with the same results as
+    one after another here."""
+    models = models or sorted(measurements.programs["model"].unique())
+    kept = kept or {}
+    key = key or fit_key(measurements)
+    missing = [model for model in models if model not in kept]
+    if executor:
+        futures = {executor.submit(held_out, measurements, model, key): model for model in missing}
+        made = ((futures[future], future.result()) for future in as_completed(futures))
+    else:
+        futures, made = {}, ((model, held_out(measurements, model, key)) for model in missing)
+    results = {model: _predicted_by(table, measurements, model) for model, table in kept.items()}
+    tables = dict(kept)
+    try:
+        for done, (model, (programs, table)) in enumerate(made, 1):
+            results[model], tables[model] = programs, table
+            fitted(model, table, done, len(missing))
+    finally:
+        for future in futures:
+            future.cancel()  # an interrupted or failed fit leaves none queued behind it
+    return pd.concat([results[model] for model in models], ignore_index=True), {model: tables[model] for model in models}
+
+
+def _strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
+    """The programs of layout strategies (calibration rounds aside), one per (model, strategy):
+    all runs' processes together; an ilp-time program counts only where it was lowered under
+    the table that predicts it (its model's held-out table)."""
+    from strategies.calibration import is_round
+
+    chosen = programs[~programs["strategy"].map(is_round)]
+    chosen = chosen[(chosen["strategy"] != "ilp-time") | (chosen["costs"] == chosen["table"])]
+    rows = []
+    for (model, strategy), group in chosen.groupby(["model", "strategy"]):
+        rows.append({"model": model, "strategy": strategy, "measured_ms": group["measured_ms"].median(),
+                     "low_ms": group["low_ms"].min(), "high_ms": group["high_ms"].max(),
+                     "predicted_ms": group["predicted_ms"].median()})
+    return pd.DataFrame(rows, columns=["model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"])
+
+
+def summary(programs: pd.DataFrame) -> pd.DataFrame:
+    """Per model, from :func:`leave_one_model_out`'s programs: the median and worst absolute
+    error over its strategies' programs; of the pairs of them whose measured times differ
+    beyond their ranges, how many the held-out table orders as measured; and ilp-time (lowered
+    under the held-out table) against the faster of ilp and bfs-downstream, and against
+    bfs-downstream, measured (``beyond_spread``: slower than the faster one's slowest process)."""
+    strategy_programs = _strategy_programs(programs)
+    rows = []
+    for model, group in strategy_programs.groupby("model"):
+        by_strategy = group.set_index("strategy")
+        errors = (group["predicted_ms"] / group["measured_ms"] - 1).abs()
+        pairs = agreeing = 0
+        for a in by_strategy.index:
+            for b in by_strategy.index:
+                first, second = by_strategy.loc[a], by_strategy.loc[b]
+                if a < b and (first["high_ms"] < second["low_ms"] or second["high_ms"] < first["low_ms"]):
+                    pairs += 1
+                    agreeing += (first["measured_ms"] < second["measured_ms"]) == (
+                        first["predicted_ms"] < second["predicted_ms"])
+        row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
+               "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,
+               "ilp_time_vs_bfs_downstream": None}
+        others = by_strategy.loc[[s for s in ("ilp", "bfs-downstream") if s in by_strategy.index]]
+        if "ilp-time" in by_strategy.index and len(others):
+            own, best = by_strategy.loc["ilp-time"], others.loc[others["measured_ms"].idxmin()]
+            row.update(ilp_time_vs_best=own["measured_ms"] / best["measured_ms"] - 1,
+                       beyond_spread=bool(own["low_ms"] > best["high_ms"]))
+            if "bfs-downstream" in by_strategy.index:
+                row["ilp_time_vs_bfs_downstream"] = own["measured_ms"] / by_strategy.loc["bfs-downstream",
+                                                                                       "measured_ms"] - 1
+        rows.append(row)
+    return pd.DataFrame(rows)
