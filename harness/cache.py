@@ -4,8 +4,8 @@
 ``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
 ``etrecords`` (edge programs before delegation, for Model Explorer),
 ``records`` (measurements by identity), ``lowering-memory`` (asv's peak memory of lowering
-each model), ``asv-results`` (the asv suites' results directories), and the tools' ``npm``,
-``vgf-host`` and ``runtime`` folders.
+each model), ``asv-results`` (the asv suites' results directories), ``warm`` (the warm
+servers' logs), and the tools' ``npm``, ``vgf-host`` and ``runtime`` folders.
 
 A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
 reader never sees half an entry; a per-entry lock makes a second process that wants the
@@ -20,8 +20,9 @@ aligned, so a loader can make tensors of it in place. A folder or an entry that 
 user could write is refused (:func:`layoutkit.files.cache_folder`): entries are unpickled,
 so one planted there would run as whoever reads it. Reading an
 entry marks it used (its modification time), so :func:`prune` can drop what no run has
-needed for a while: each change of the lowering code leaves a new prefix of every model
-behind.
+needed for a while (each change of the lowering code leaves a new prefix of every model
+behind), and adding one evicts the least recently used where the entries hold more than
+the cache's size limit, never one a running process uses (:mod:`harness.cache_limit`).
 """
 
 import contextlib
@@ -35,6 +36,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
+from harness.cache_limit import evict, mark_used
 from layoutkit.files import cache_folder, cache_root, file_lock, refuse_if_others_can_write
 
 FORMAT = b"layoutbench-cache-"  # then the format's number
@@ -52,6 +54,7 @@ KINDS = {
     "runtime": "executor_runner: one put there by hand, and runtime build's, with their build directories",
     "asv-results": "the asv suites' results directories (programs and ETDumps beside their records)",
     "checked-tables": "the cost tables whose fitted model built in a process of its own, by digest",
+    "warm": "the warm servers' logs (layoutbench serve), one per code and cache",
 }
 # The kinds made of DiskCache entries (the others hold tools, and are cleared whole).
 ENTRY_KINDS = ("exports", "prefixes", "etrecords", "records", "lowering-memory")
@@ -80,6 +83,7 @@ class DiskCache:
     def read(self, key: str) -> bytes | memoryview | None:
         """The entry's content (a view of its memory map where ``mapped``), or None when
         there is none or it is damaged (then removed)."""
+        mark_used(self.kind, key)
         try:
             with self.path(key).open("rb") as entry:
                 refuse_if_others_can_write(entry.name, os.fstat(entry.fileno()))
@@ -106,7 +110,9 @@ class DiskCache:
         self.path(key).unlink(missing_ok=True)
 
     def write(self, key: str, body: bytes) -> None:
-        """Write the entry atomically: a reader sees the old entry, none, or the whole new one."""
+        """Write the entry atomically: a reader sees the old entry, none, or the whole new one;
+        then evict what the cache holds beyond its limit."""
+        mark_used(self.kind, key)
         handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as out:
@@ -118,6 +124,7 @@ class DiskCache:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+        evict(ENTRY_KINDS, self.body_offset + len(body))
 
     @contextlib.contextmanager
     def lock(self, key: str):

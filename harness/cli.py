@@ -182,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("results", help="results directory written by run")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
 
-    cache = commands.add_parser("cache", help="where the caches are, their entries and size; --clear empties them")
+    cache = commands.add_parser("cache", help="where the caches are, their entries, size, limit; --clear empties them")
     cache.add_argument("--clear", nargs="*", metavar="KIND",
                        help="empty these kinds of cache (all when none is named)")
     cache.add_argument("--unused-for", type=count, metavar="DAYS",

@@ -58,10 +58,12 @@ def cache(args) -> int:
     import pandas as pd
 
     from harness.cache import KINDS, clear, prune, usage
+    from harness.cache_limit import MAX_SIZE_ENV, max_size
     from harness.errors import UsageError
     from harness.results.table import format_value
     from layoutkit.files import cache_root
 
+    limit = max_size()  # a bad setting is said before anything is cleared
     if args.unused_for is not None and args.clear is None:
         raise UsageError("--unused-for says which entries --clear removes: add --clear [KIND ...]")
     if args.clear is not None:
@@ -81,11 +83,14 @@ def cache(args) -> int:
                   f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}", file=sys.stderr)
     rows = usage()
     if args.format == "json":
-        print(json.dumps({"root": str(cache_root()), "kinds": rows}, indent=1))
+        print(json.dumps({"root": str(cache_root()), "max_size": limit, "kinds": rows}, indent=1))
         return 0
     table = pd.DataFrame(rows).set_index("kind")
     table["bytes"] = table["bytes"].map(lambda size: format_value("pte_bytes", size))
-    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))})")
+    entries = sum(r["bytes"] for r in rows if r["kind"] in ENTRY_KINDS)
+    at_most = format_value("pte_bytes", limit) if limit else "any size"
+    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))}; entries "
+          f"{format_value('pte_bytes', entries)} of at most {at_most}, {MAX_SIZE_ENV})")
     print(table[["entries", "bytes", "holds"]].to_string())
     return 0
 
