@@ -8,7 +8,6 @@ extracts exactly that structure, with domains and sync groups taken from the sam
 the tests) speaks about the same choices.
 """
 
-import math
 import operator
 from dataclasses import dataclass, field
 
@@ -19,6 +18,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStora
 
 from layoutkit.errors import InvalidAssignmentError
 from strategies.gpu_costs import CostTable, Price, Query, graph_digest, pair_name, transition_signature
+from strategies.prediction import Prediction
 from strategies.cost_features import TRANSITION, GraphLoad
 from strategies.node_signature import signature
 from strategies.representations import (
@@ -64,32 +64,6 @@ class Operator:
     operator: str
     signature: dict
     primary_use: int | None
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """An assignment's predicted time (ms): in all, the part measured on these very nodes,
-    and the fitted rest per operator with the relative error expected of it."""
-
-    ms: float = 0.0
-    measured_ms: float = 0.0
-    fitted: dict = field(default_factory=dict)  # operator -> (fitted ms, relative error expected)
-    by_operator: dict = field(default_factory=dict)  # operator ("transition" for clones) -> ms
-
-    @property
-    def error_ms(self) -> float:
-        """The error expected of the whole: an operator's nodes err together (one fit, alike
-        shapes), different operators independently."""
-        return math.sqrt(sum((ms * error) ** 2 for ms, error in self.fitted.values()))
-
-    def __add__(self, other: "Prediction") -> "Prediction":
-        fitted = dict(self.fitted)
-        for operator, (ms, error) in other.fitted.items():
-            fitted[operator] = (fitted.get(operator, (0.0, error))[0] + ms, error)
-        by_operator = dict(self.by_operator)
-        for operator, ms in other.by_operator.items():
-            by_operator[operator] = by_operator.get(operator, 0.0) + ms
-        return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms, fitted, by_operator)
 
 
 @dataclass
@@ -183,19 +157,9 @@ class LayoutProblem:
                            for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
         node_prices, transition_prices = self._prices.get(_table_key(table)) or self._price(
             table, node_keys, transition_keys)
-        total = measured = 0.0
-        fitted: dict = {}
-        by_operator: dict = {}
         priced = [(self.operators[op].operator, node_prices[op, a, b]) for op, a, b in node_keys]
         priced += [(TRANSITION, transition_prices[k]) for k in transition_keys]
-        for operator, price in priced:
-            total += price.ms
-            by_operator[operator] = by_operator.get(operator, 0.0) + price.ms
-            if price.measured:
-                measured += price.ms
-            else:
-                fitted[operator] = (fitted.get(operator, (0.0, 0.0))[0] + price.ms, price.error)
-        return Prediction(total, measured, fitted, by_operator)
+        return Prediction.of(priced)
 
     def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> float:
         return self.prediction(table, tensor_reprs, use_reprs).ms

@@ -294,7 +294,7 @@ def _validate(args, measurements) -> int:
     :mod:`harness.inspection.validation`), so an interrupted validation resumes."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from harness.inspection import validation
+    from harness.inspection import calibration, coverage, validation
     from harness.results.results_dir import ResultsDir
     from harness.results.table import format_number
     from harness.sweep import fork_server
@@ -332,6 +332,7 @@ def _validate(args, measurements) -> int:
     programs.to_csv(out.validation, index=False)
     summary = validation.summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
+    print(f"{PROGRAM}: {coverage.coverage_line(summary, calibration.ERROR_QUANTILE)}", file=sys.stderr)
     print(f"{PROGRAM}: {len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
           f"every program's prediction in {out.validation}", file=sys.stderr)
     return 0

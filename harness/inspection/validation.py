@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import UsageError
+from harness.inspection import coverage
 from harness.inspection.calibration import NODE_COLUMNS, PROGRAM, PROGRAM_COLUMNS, Measurements, fit, queries
 from harness.results.provenance import code_digest, tool_versions
 from strategies.gpu_costs import CostTable, parse
@@ -32,16 +33,18 @@ FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
 
 
 def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
-    """Per program: what it measured (the median and range of its processes' summed times)
-    and what ``table`` predicts of its nodes."""
-    predicted = [price.ms for price in table.price(queries(measurements.nodes))]
-    by_program = measurements.nodes.assign(predicted=predicted).groupby(PROGRAM)["predicted"].sum()
+    """Per program: what it measured (the median and range of its processes' summed times),
+    what ``table`` predicts of its nodes and the error it states of that (``expected_error``)."""
+    prices = table.price(queries(measurements.nodes))
+    predicted = measurements.nodes.assign(predicted=[price.ms for price in prices])
+    by_program = predicted.groupby(PROGRAM)["predicted"].sum()
     programs = measurements.programs.set_index(PROGRAM)
     process_ms = programs["process_ms"]
     return pd.DataFrame({
         "costs": programs["costs"],
         "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min), "high_ms": process_ms.map(max),
         "predicted_ms": by_program,
+        "expected_error": coverage.expected_errors(measurements.nodes, prices, PROGRAM),
     }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
 
 
@@ -130,16 +133,20 @@ def _strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
     for (model, strategy), group in chosen.groupby(["model", "strategy"]):
         rows.append({"model": model, "strategy": strategy, "measured_ms": group["measured_ms"].median(),
                      "low_ms": group["low_ms"].min(), "high_ms": group["high_ms"].max(),
-                     "predicted_ms": group["predicted_ms"].median()})
-    return pd.DataFrame(rows, columns=["model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"])
+                     "predicted_ms": group["predicted_ms"].median(),
+                     "expected_error": group["expected_error"].median()})
+    return pd.DataFrame(rows, columns=["model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms",
+                                       "expected_error"])
 
 
 def summary(programs: pd.DataFrame) -> pd.DataFrame:
     """Per model, from :func:`leave_one_model_out`'s programs: the median and worst absolute
-    error over its strategies' programs; of the pairs of them whose measured times differ
-    beyond their ranges, how many the held-out table orders as measured; and ilp-time (lowered
-    under the held-out table) against the faster of ilp and bfs-downstream, and against
-    bfs-downstream, measured (``beyond_spread``: slower than the faster one's slowest process)."""
+    error over its strategies' programs, and the median of the error the held-out table
+    states of them (``expected_error``: see :mod:`harness.inspection.coverage`); of the pairs of
+    them whose measured times differ beyond their ranges, how many the held-out table orders as
+    measured; and ilp-time (lowered under the held-out table) against the faster of ilp and
+    bfs-downstream, and against bfs-downstream, measured (``beyond_spread``: slower than the
+    faster one's slowest process)."""
     strategy_programs = _strategy_programs(programs)
     rows = []
     for model, group in strategy_programs.groupby("model"):
@@ -154,6 +161,7 @@ def summary(programs: pd.DataFrame) -> pd.DataFrame:
                     agreeing += (first["measured_ms"] < second["measured_ms"]) == (
                         first["predicted_ms"] < second["predicted_ms"])
         row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
+               "expected_error": group["expected_error"].median(),
                "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,
                "ilp_time_vs_bfs_downstream": None}
         others = by_strategy.loc[[s for s in ("ilp", "bfs-downstream") if s in by_strategy.index]]

@@ -22,7 +22,8 @@ from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.device_limits import DeviceLimits
 from strategies.gpu_costs import CostTable, pair_name
-from strategies.layout_problem import LayoutProblem, Prediction, extract, read_assignment
+from strategies.prediction import Prediction
+from strategies.layout_problem import LayoutProblem, extract, read_assignment
 from strategies.representations import (
     QUANTIZED_DTYPES,
     first_repr,
@@ -236,7 +237,7 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     return {
         "predicted_gpu_ms": prediction.ms,
         "predicted_measured_share": prediction.measured_ms / prediction.ms if prediction.ms else None,
-        "predicted_error_expected": prediction.error_ms / prediction.ms if prediction.ms else None,
+        "predicted_error_expected": prediction.expected_error,
         "predicted_gpu_ms_by_operator": {op: round(ms, 6) for op, ms in sorted(prediction.by_operator.items())},
     }
 
