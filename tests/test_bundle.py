@@ -260,7 +260,8 @@ def test_run_sh_under_dash_gives_the_records_remote_runner_py_gives(results, tmp
     GPU time and transitions' GPU time (the median of its runs' records) within the spread of every
     timed execution of remote_runner.py's runs. On lavapipe on a shared CPU the machine's load moves
     one run's times by up to 10x against the next's: runs in turn share it, and where run.sh's runs
-    alone met a burst of it, two runs more (run.sh, remote_runner.py) and all of them judge."""
+    alone met a burst of it, two runs more (run.sh, remote_runner.py), up to three times, and all of
+    them judge."""
     from harness.targets.vulkan.device import vulkan_device, vulkan_limits
     from harness.targets.vulkan.dispatches import read_dispatches
     from harness.targets.vulkan.latency import LATENCY_FIELDS
@@ -323,7 +324,9 @@ def test_run_sh_under_dash_gives_the_records_remote_runner_py_gives(results, tmp
             {k: v for k, v in py_record.items() if k not in measured}
         assert sh_record["attribution_error"] is None and set(LATENCY_FIELDS) <= set(sh_record)
         assert sh_record["peak_rss_bytes"] == pytest.approx(py_record["peak_rss_bytes"], rel=0.1)
-    if outside():  # a burst of load on run.sh's runs alone: two runs more, and all of them judged
-        run(5, "sh")
-        run(6, "py")
-        assert not outside(), outside()
+    for index in range(5, 11, 2):  # a burst of load on run.sh's runs alone: two runs more, all of them judged
+        if not outside():
+            break
+        run(index, "sh")
+        run(index + 1, "py")
+    assert not outside(), outside()
