@@ -14,11 +14,10 @@ process per program, one warm-up and three timed inferences (:data:`BENCH_RUN`).
 of ``--quick``, so these are the suite's own.
 
 Predicted GPU time, and ``ilp-time``'s objective, are priced by ``LAYOUTBENCH_COSTS``, else by
-:data:`DEFAULT_COSTS`, so that CI judges time with no GPU; :func:`costs_in_force` is the one
-place a suite puts a table in force.
+:data:`DEFAULT_COSTS`, so that CI judges time with no GPU; :func:`suite_costs` is the one
+place a suite reads which (then hands the table to its sweep, or to the pass it times).
 """
 
-import contextlib
 import dataclasses
 import os
 from pathlib import Path
@@ -31,7 +30,7 @@ from harness.sweep.planning import run_sweep
 from harness.results.schema import metric
 from harness.results.store import RecordStore
 from layoutkit.files import cache_root
-from strategies.gpu_costs import COSTS_ENV, load, table_in_force
+from strategies.gpu_costs import COSTS_ENV, CostTable, load
 
 DEFAULT_COSTS = Path(__file__).resolve().parent.parent / "docs" / "cost-table" / "h100.json"
 
@@ -109,10 +108,9 @@ class RecordedSuite:
         model_names = list(self.params[0])
         strategy_names = self._param("strategy", [])
         store = RecordStore(cache_root() / "asv-results" / type(self).__name__)
-        with costs_in_force() as table:
-            context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN, costs=table)
-            records = [record for target in self._param("target", [self.target])
-                       for record in run_sweep(model_names, strategy_names, target, store, context=context).records]
+        context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN, costs=suite_costs())
+        records = [record for target in self._param("target", [self.target])
+                   for record in run_sweep(model_names, strategy_names, target, store, context=context).records]
         return {tuple(record[name] for name in self.param_names): record for record in records}
 
     def setup(self, records, *params):
@@ -121,9 +119,6 @@ class RecordedSuite:
             raise NotImplementedError(self.record["reason"])
 
 
-@contextlib.contextmanager
-def costs_in_force():
-    """The cost table the suites price with (``LAYOUTBENCH_COSTS``, else :data:`DEFAULT_COSTS`),
-    read once and in force while in the block (a sweep carries it to its workers)."""
-    with table_in_force(load(os.environ.get(COSTS_ENV) or DEFAULT_COSTS)) as table:
-        yield table
+def suite_costs() -> CostTable:
+    """The cost table the suites price with: ``LAYOUTBENCH_COSTS``, else :data:`DEFAULT_COSTS`."""
+    return load(os.environ.get(COSTS_ENV) or DEFAULT_COSTS)

@@ -3,15 +3,13 @@
 ``setup_cache`` fills the disk caches (exports and lowering prefixes); each benchmark
 process then loads its model's prefix from there (``harness.pipeline.model.pipeline``)
 and every timed call gets a fresh copy of the partitions, so only the pass itself is timed.
-No benchmark process lowers a model. The suites' cost table is in force from ``setup`` to
-``teardown`` (``ilp-time`` reads it as it runs); a strategy this host cannot run is skipped
-with its reason.
+No benchmark process lowers a model. A pass that prices its choices (``ilp-time``) is
+constructed with the suites' cost table; a strategy this host cannot run is skipped with its
+reason.
 """
 
-import contextlib
-
 import strategies
-from benchmarks._suites import BENCH_MODELS, costs_in_force, warm_caches
+from benchmarks._suites import BENCH_MODELS, suite_costs, warm_caches
 from harness.errors import LayoutbenchError
 from harness.targets.vulkan.lowering_memory import lowering_peak_bytes
 from harness.pipeline.model import pipeline
@@ -33,17 +31,13 @@ class LayoutPass:
         return warm_caches(BENCH_MODELS)
 
     def setup(self, _, model, strategy):
-        self.costs = contextlib.ExitStack()
-        self.costs.enter_context(costs_in_force())
-        reason = strategies.unavailable_reason(strategy)
+        costs = suite_costs()
+        reason = strategies.unavailable_reason(strategy, costs)
         if reason is not None:
-            self.teardown(_, model, strategy)
             raise NotImplementedError(reason)
         strategy_cls = strategies.get_strategy(strategy)
-        self.inputs = [prefix.layout_pass_input(strategy_cls) for prefix in vulkan_lowering(pipeline(model)).prefixes]
-
-    def teardown(self, _, model, strategy):
-        self.costs.close()
+        self.inputs = [prefix.layout_pass_input(strategy_cls, costs)
+                       for prefix in vulkan_lowering(pipeline(model)).prefixes]
 
     def time_layout_pass(self, _, model, strategy):
         for layout_pass, program in self.inputs:

@@ -7,7 +7,10 @@ changes only the decisions. Besides the built-ins, a strategy is found by
 group ``layoutbench.strategies``; either way it then works everywhere a built-in does.
 
 A strategy may define ``summarize(passes) -> dict`` (a classmethod taking the pass
-instances of every partition of one model) to add its own fields to the record.
+instances of every partition of one model) to add its own fields to the record. A strategy
+that prices its choices with a device's cost table derives from
+:class:`strategies.priced_layout.PricedLayout`: the harness hands it the table when it
+constructs the pass, and skips its records where there is none.
 
 The built-ins register themselves when the registry is first asked (it imports every public
 module of this package: see :mod:`layoutkit.registry`), so importing this package stays cheap
@@ -19,6 +22,8 @@ import fnmatch
 from layoutkit.errors import UnavailableError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
+from strategies.gpu_costs import NO_TABLE
+from strategies.priced_layout import takes_costs
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"
 
@@ -91,10 +96,14 @@ def is_built_in(name: str) -> bool:
     return get_strategy(name).__module__.partition(".")[0] == __name__.partition(".")[0]
 
 
-def unavailable_reason(name: str) -> str | None:
-    """Why strategy ``name`` cannot run on this host, or None: what its class's optional
-    ``check_available()`` raised (an UnavailableError), asked before anything is lowered."""
-    check_available = getattr(get_strategy(name), "check_available", None)
+def unavailable_reason(name: str, costs=None) -> str | None:
+    """Why strategy ``name`` cannot run on this host with the cost table ``costs`` (or None),
+    or None: a table it prices with is missing, or its class's optional ``check_available()``
+    raised (an UnavailableError); asked before anything is lowered."""
+    cls = get_strategy(name)
+    if costs is None and takes_costs(cls):
+        return NO_TABLE
+    check_available = getattr(cls, "check_available", None)
     if check_available is None:
         return None
     try:

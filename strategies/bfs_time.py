@@ -5,10 +5,11 @@ from operator import itemgetter
 
 from strategies._registry import register_strategy
 from strategies.bfs_refined import BfsRefined, LocalSearch
-from strategies.gpu_costs import CostTable, required_table
 from strategies.layout_problem import LayoutProblem
+from strategies.priced_layout import PricedLayout
+from strategies.pricing import Pricing
 from strategies.representations import packed_dim_info
-from strategies.time_objective import TimeObjective
+from strategies.time_objective import TimeObjective, saves_beyond_spread
 
 
 class TimeSearch(LocalSearch):
@@ -41,7 +42,7 @@ class TimeSearch(LocalSearch):
     preference_patience = 8
     repairs = 3  # single moves after a kick
 
-    def __init__(self, problem: LayoutProblem, table: CostTable, tensor_reprs: dict, use_reprs: list,
+    def __init__(self, problem: LayoutProblem, table: Pricing, tensor_reprs: dict, use_reprs: list,
                  reference: tuple[dict, list] | None = None):
         super().__init__(problem, tensor_reprs, use_reprs)
         # Prices with what the table is unsure of charged, as ilp-time's: a node away from the
@@ -197,30 +198,28 @@ class TimeSearch(LocalSearch):
 
 
 @register_strategy("bfs-time")
-class BfsTime(BfsRefined):
+class BfsTime(PricedLayout, BfsRefined):
     """``bfs-refined``, then :class:`TimeSearch` from its assignment on predicted time under
-    the cost table in force (``--costs``). A move is taken only when it lowers that time (plus
-    what the table is unsure of), and the result only where its predicted time is not above
-    ``bfs-refined``'s;
+    the cost table it is constructed with (``--costs``). A move is taken only when it lowers
+    that time (plus what the table is unsure of), and the result only where it saves more than
+    the table's spread on its anchor, the faster of bfs-downstream's and bfs-refined's
+    assignments (ilp-time's rule, :mod:`strategies.time_objective`), which it keeps otherwise;
     the search runs even where the pass inserted no clone, since a node's representation
     alone can cost time. Without a table its records are skipped, saying how to get one."""
-
-    @staticmethod
-    def check_available() -> None:
-        """No table, no bfs-time: a sweep skips its records before it lowers anything."""
-        required_table()
 
     def settled(self, inserted: frozenset) -> bool:
         return False
 
     def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
-        table = required_table()
+        table = self.table
         start = super().refine(problem, tensor_reprs, use_reprs)
         # Uncertainty is charged against ExecuTorch's own choices, as ilp-time charges it.
         search = TimeSearch(problem, table, *start, reference=(tensor_reprs, use_reprs))
         search.run()
         found = search.tensor_reprs(), search.use_reprs()
         # The search lowers time plus what the table is unsure of; its result is kept only where
-        # its time alone is not above the start's either.
+        # its time alone saves more than a run's spread on the faster of the pass's and the start
+        # (ties: the start's fewer transitions).
         plain = TimeObjective(problem, table)
-        return found if plain.cost(*found) <= plain.cost(*start) else start
+        anchor = min([start, (tensor_reprs, use_reprs)], key=lambda assignment: plain.cost(*assignment))
+        return found if saves_beyond_spread(plain.cost(*anchor), plain.cost(*found), table.spread) else anchor

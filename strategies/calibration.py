@@ -18,6 +18,7 @@ from strategies._registry import register_strategy
 from strategies.gpu_costs import Price, pair_name
 from strategies.ilp import IlpLayout, solve
 from strategies.layout_problem import LayoutProblem, apply_assignment, extract
+from strategies.pricing import Pricing
 from executorch.exir.pass_base import PassResult
 
 MAX_ROUNDS = 8
@@ -25,8 +26,11 @@ NEW_PAIR_VALUE = -1.0  # a node measured in a pair of representations no round u
 TRANSITION_PRICE = 0.25  # what a round pays per clone for new pairs: four of them buy one
 
 
-class _Coverage:
-    """A cost table's interface pricing novelty: a pair already covered is worth nothing."""
+class _Coverage(Pricing):
+    """Prices novelty: a pair no round has covered yet is worth :data:`NEW_PAIR_VALUE`, one
+    already covered nothing; each clone costs :data:`TRANSITION_PRICE`."""
+
+    spread = 0.0  # a round has no anchor to keep
 
     def __init__(self):
         self.covered: set = set()

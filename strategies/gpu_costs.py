@@ -16,12 +16,11 @@ clone) of a tensor from one representation to another. Two sources, in this orde
 A prediction says how much of it was measured and how much fitted, and how far the fitted
 part can be trusted. Representations are named as ``TEXTURE_3D/WIDTH_PACKED``.
 
-The table in force is put there by whoever runs a strategy (:func:`table_in_force`): a sweep
-reads ``--costs`` once and carries the table to its workers; ExecuTorch constructs the layout
-pass itself, so a strategy finds the table here, not in its constructor.
+No table is held here: a sweep reads ``--costs`` once and carries the table to its
+workers, and the harness hands it to each pass that prices with it when it constructs the pass
+(:mod:`strategies.priced_layout`).
 """
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layoutkit.errors import UnavailableError, UsageError
+from layoutkit.errors import UsageError
 from strategies.cost_features import GraphLoad
 from strategies.device_limits import DeviceLimits
 
@@ -361,32 +360,6 @@ def load(path) -> CostTable:
     if not path.is_file():
         raise UsageError(f"cost table {path} does not exist; write one with `layoutbench calibrate`")
     return parse(path.read_bytes(), str(path))
-
-
-_in_force: CostTable | None = None
-
-
-@contextlib.contextmanager
-def table_in_force(table: CostTable | None):
-    """``table`` is the one strategies price with, inside the block."""
-    global _in_force
-    saved, _in_force = _in_force, table
-    try:
-        yield table
-    finally:
-        _in_force = saved
-
-
-def active_table() -> CostTable | None:
-    """The table in force, or None."""
-    return _in_force
-
-
-def required_table() -> CostTable:
-    """The table in force; a strategy that needs one is skipped, saying how to get one, without."""
-    if _in_force is None:
-        raise UnavailableError(NO_TABLE)
-    return _in_force
 
 
 def graph_digest(graph_module: "torch.fx.GraphModule", inserted: frozenset = frozenset()) -> str:

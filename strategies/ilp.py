@@ -14,7 +14,7 @@ from executorch.exir.pass_base import PassResult
 
 from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
-from strategies.gpu_costs import CostTable
+from strategies.pricing import Pricing
 from strategies.ilp_model import column_values, default_assignment, formulate
 from strategies.layout_problem import (
     LayoutProblem,
@@ -23,7 +23,7 @@ from strategies.layout_problem import (
     infeasible_operators,
     needed_transitions,
 )
-from strategies.time_objective import TimeObjective
+from strategies.time_objective import TimeObjective, saves_beyond_spread
 
 # "Optimal" for time: proven within this fraction of the optimum, far below what runs of one
 # program differ by (0.2-0.45 % on an H100); closing the last gap of a float objective can take minutes.
@@ -58,7 +58,7 @@ def _cheapest(time_objective: TimeObjective, candidates: list) -> tuple[dict, li
 
 
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
-          table: CostTable | None = None, reference: tuple[dict, list] | None = None) -> Solution:
+          table: Pricing | None = None, reference: tuple[dict, list] | None = None) -> Solution:
     """The cheapest assignment of the problem, proven optimal unless the time limit hit; for
     ``time``, under ``table``, and with a ``reference`` (ExecuTorch's own choices) by the rule
     of :mod:`strategies.time_objective`: the optimum relative to an anchor, kept only where it
@@ -79,7 +79,7 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     solution = _solve(problem, objective, time_limit, time_objective,
                       _cheapest(time_objective, [anchor, default_assignment(problem), fewest]), start)
     anchor_cost = time_objective.cost(*anchor)
-    if anchor_cost - solution.cost > table.spread * anchor_cost:
+    if saves_beyond_spread(anchor_cost, solution.cost, table.spread):
         return solution
     return replace(solution, tensor_reprs=anchor[0], use_reprs=anchor[1], cost=anchor_cost,
                    transitions=len(needed_transitions(problem, *anchor)), kept_anchor=True)

@@ -4,26 +4,21 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMet
 from executorch.exir.pass_base import PassResult
 
 from strategies._registry import register_strategy
-from strategies.gpu_costs import required_table
 from strategies.ilp import IlpLayout, solve
 from strategies.layout_problem import apply_assignment, extract, read_assignment, remove_transitions
+from strategies.priced_layout import PricedLayout
 
 
 @register_strategy("ilp-time")
-class IlpTimeLayout(IlpLayout):
+class IlpTimeLayout(PricedLayout, IlpLayout):
     """The ILP with the predicted GPU time of the whole assignment as its objective: each
     operator node's time in the representations it reads and writes, plus each transition's,
-    from the cost table in force (``--costs``), with what the table is unsure of priced
+    from the cost table it is constructed with (``--costs``), with what the table is unsure of priced
     against an anchor (ExecuTorch's own choices or the fewest transitions), which it keeps
     unless it saves more than the table's spread (:mod:`strategies.time_objective`). Without a
     table its records are skipped, saying how to get one."""
 
     objective = "time"
-
-    @staticmethod
-    def check_available() -> None:
-        """No table, no ilp-time: a sweep skips its records before it lowers anything."""
-        required_table()
 
     def call(self, graph_module):
         names_before = {node.name for node in graph_module.graph.nodes}
@@ -32,7 +27,7 @@ class IlpTimeLayout(IlpLayout):
         problem = extract(self, graph_module, inserted)
         reference = read_assignment(problem, graph_module)
         remove_transitions(graph_module, inserted)
-        self.solution = solve(problem, "time", self.time_limit_seconds, required_table(), reference)
+        self.solution = solve(problem, "time", self.time_limit_seconds, self.table, reference)
         apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
         return PassResult(graph_module, True)
 

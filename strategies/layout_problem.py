@@ -17,7 +17,8 @@ from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
 from layoutkit.errors import InvalidAssignmentError
-from strategies.gpu_costs import CostTable, Price, Query, graph_digest, pair_name, transition_signature
+from strategies.gpu_costs import Price, Query, graph_digest, pair_name, transition_signature
+from strategies.pricing import Pricing
 from strategies.prediction import Prediction
 from strategies.cost_features import TRANSITION, GraphLoad
 from strategies.node_signature import signature
@@ -74,7 +75,7 @@ class SyncGroup:
     members: list[tuple[str, object]]
 
 
-def _table_key(table: CostTable) -> tuple:
+def _table_key(table: Pricing) -> tuple:
     """What a problem's prices are kept under: the table object, and its contents."""
     return id(table), table.digest
 
@@ -97,7 +98,7 @@ class LayoutProblem:
         tensor = self.tensors[source]
         return float(tensor_bytes(list(tensor.shape), tensor.element_bytes, *target))
 
-    def prices(self, table: CostTable) -> tuple[dict, dict]:
+    def prices(self, table: Pricing) -> tuple[dict, dict]:
         """Every price an assignment can need, asked of ``table`` at once: per operator node and
         (primary input, output) representation pair its domains allow, and per source tensor,
         representation it can have and representation a use can read it in. Kept per table."""
@@ -115,7 +116,7 @@ class LayoutProblem:
             self._prices[key] = self._price(table, node_keys, transition_keys)
         return self._prices[key]
 
-    def _price(self, table: CostTable, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
+    def _price(self, table: Pricing, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
         """``table``'s prices of (op, input, output) nodes and (source, from, to) transitions."""
         load = GraphLoad.of(operator.signature for operator in self.operators.values())
         queries = [Query(self.operators[op].signature, pair_name(a) if a else "", pair_name(b), False, self.graph, op,
@@ -128,18 +129,18 @@ class LayoutProblem:
         priced = table.price(queries)
         return dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):]))
 
-    def node_price(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> Price:
+    def node_price(self, table: Pricing, op: str, input_repr: Repr | None, output_repr: Repr) -> Price:
         """An operator node's price when it reads its primary argument as ``input_repr`` and
         writes ``output_repr``."""
         return self.prices(table)[0][(op, input_repr, output_repr)]
 
-    def transition_price(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> Price:
+    def transition_price(self, table: Pricing, source: TensorKey, source_repr: Repr, target: Repr) -> Price:
         return self.prices(table)[1][(source, source_repr, target)]
 
-    def node_ms(self, table: CostTable, op: str, input_repr: Repr | None, output_repr: Repr) -> float:
+    def node_ms(self, table: Pricing, op: str, input_repr: Repr | None, output_repr: Repr) -> float:
         return self.node_price(table, op, input_repr, output_repr).ms
 
-    def transition_ms(self, table: CostTable, source: TensorKey, source_repr: Repr, target: Repr) -> float:
+    def transition_ms(self, table: Pricing, source: TensorKey, source_repr: Repr, target: Repr) -> float:
         return self.transition_price(table, source, source_repr, target).ms
 
     def operator_reprs(self, tensor_reprs: dict, use_reprs: list):
@@ -149,7 +150,7 @@ class LayoutProblem:
             primary = use_reprs[info.primary_use] if info.primary_use is not None else None
             yield op, primary, tensor_reprs[self.op_outputs[op][0]]
 
-    def prediction(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> Prediction:
+    def prediction(self, table: Pricing, tensor_reprs: dict, use_reprs: list) -> Prediction:
         """An assignment's time under ``table``: its operators' and transitions' prices (only
         those, where no strategy has asked this problem for all of them)."""
         node_keys = list(self.operator_reprs(tensor_reprs, use_reprs))
@@ -161,7 +162,7 @@ class LayoutProblem:
         priced += [(TRANSITION, transition_prices[k]) for k in transition_keys]
         return Prediction.of(priced)
 
-    def predicted_ms(self, table: CostTable, tensor_reprs: dict, use_reprs: list) -> float:
+    def predicted_ms(self, table: Pricing, tensor_reprs: dict, use_reprs: list) -> float:
         return self.prediction(table, tensor_reprs, use_reprs).ms
 
     def domain_of(self, member) -> list[Repr]:

@@ -15,12 +15,20 @@ ilp-time's reference, its *anchor*, is ExecuTorch's own choices or the assignmen
 fewest transitions, whichever costs less with the doubt over leaving ExecuTorch's charged.
 The optimum relative to the anchor replaces it only where it saves more than the table's
 spread (how much runs of one program differ): a smaller saving is not one a run can show,
-and a program changed for it may run slower by as much (:func:`strategies.ilp.solve`).
+and a program changed for it may run slower by as much (:func:`strategies.ilp.solve`;
+bfs-time keeps the faster of bfs-downstream's and bfs-refined's assignments by the same rule,
+:func:`saves_beyond_spread`).
 """
 
 from strategies.layout_problem import LayoutProblem, needed_transitions
 
 CAUTION = 1.0  # expected errors charged per unit of uncertainty
+
+
+def saves_beyond_spread(anchor_cost: float, cost: float, spread: float) -> bool:
+    """Whether ``cost`` is below ``anchor_cost`` by more than ``spread`` (relative to the
+    anchor's): only then does a time objective's search leave its anchor."""
+    return anchor_cost - cost > spread * anchor_cost
 
 
 class TimeObjective:

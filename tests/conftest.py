@@ -1,6 +1,7 @@
 """Shared set-up: a cache of the suite's own; library chatter off; models are exported and
-lowered once per session through ``harness.pipeline.model.pipeline``; a cost table in force,
-so that every strategy, ilp-time included, lowers wherever the tests lower them all.
+lowered once per session through ``harness.pipeline.model.pipeline``; the command line's
+default cost table (``tests.helpers.tables.TRANSITIONS_ONLY``), so that every strategy, ilp-time
+included, runs wherever the tests' commands run them all.
 
 The suite never reads or writes the user's cache as it is: ``$LAYOUTBENCH_CACHE_DIR`` is a new
 directory per session. The kinds whose entries are keyed by everything they depend on
@@ -46,26 +47,16 @@ os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 import models  # noqa: E402
 from harness.cache import KINDS  # noqa: E402
 from harness.targets.vulkan import runners  # noqa: E402
-from strategies.cost_features import TRANSITION  # noqa: E402
-from strategies.gpu_costs import ANY, COSTS_ENV, CostTable, PerOperatorModel, table_in_force  # noqa: E402
+from strategies.gpu_costs import COSTS_ENV  # noqa: E402
+from tests.helpers.tables import TRANSITIONS_ONLY  # noqa: E402
 
 QUICK_ZOO = models.list_models(zoo="quick")
 
-# Transitions priced alike, operators not at all: ilp-time then solves as quickly as ilp on
-# every model. Tests of time itself (tests/test_gpu_time.py) put their own tables in force.
-TRANSITIONS_ONLY = CostTable("transitions only", PerOperatorModel({(TRANSITION, ANY, ANY): (0.005, 0.01)})).identified()
 if not IN_XDIST_WORKER:
     _table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transitions-only.json")
     with open(_table, "wb") as _file:
         _file.write(TRANSITIONS_ONLY.to_bytes())
     os.environ[COSTS_ENV] = _table  # the command line's default for --costs
-
-
-@pytest.fixture(autouse=True, scope="session")
-def transitions_only_in_force():
-    """In force for what the tests lower in their own process (a sweep carries it to its workers)."""
-    with table_in_force(TRANSITIONS_ONLY):
-        yield
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract
 
 # Modules over the 350-line limit until they are split (the cost model's own package), each held
 # at its length: none grows, and no other joins them.
-OVER_THE_LIMIT = {"models/_registry.py": 363, "strategies/gpu_costs.py": 407}
+OVER_THE_LIMIT = {"models/_registry.py": 363, "strategies/gpu_costs.py": 380}
 
 
 def _lines(path: Path) -> int:

@@ -4,7 +4,7 @@ a cold lowering-prefix cache and once warm, both halves in one run.
     make bench-cache    # = pytest tests/test_cache_benchmark.py --benchmark-enable -s
 
 Both halves start from the same warm export cache (copied from the user's), so the
-difference is the lowering prefix. No cost table is in force (the tests' own is taken out
+difference is the lowering prefix. No cost table is given (the tests' own is taken out
 of the environment): ``ilp-time`` is skipped before anything is lowered, and the run is the
 six layout strategies. From the records' own timing fields it reports how much
 of each run's wall time is the strategies' own work (their layout pass and the rest of

@@ -35,6 +35,7 @@ from harness.targets.vulkan.dispatches import (
 from harness.results.results_dir import ResultsDir
 from layoutkit.errors import UsageError
 from strategies import gpu_costs
+from tests.helpers.tables import TRANSITIONS_ONLY
 
 DATA = Path(__file__).parent / "data" / "etvk"
 RECORDED = ("bfs-downstream", "all-width-packed")
@@ -88,7 +89,7 @@ def test_dispatches_that_cannot_be_attributed_leave_the_gpu_time_unknown_and_say
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())
 def test_node_map_marks_exactly_the_transitions(strategy):
-    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy(strategy))
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy(strategy), TRANSITIONS_ONLY)
     nodes = node_map(lowered)
     transitions = [n["node"] for p in nodes["partitions"] for n in p["nodes"] if n["transition"]]
     assert sorted(transitions) == sorted(t.node for t in metrics.transitions(lowered))
@@ -102,7 +103,7 @@ def test_node_map_marks_exactly_the_transitions(strategy):
 @pytest.mark.parametrize("strategy", RECORDED)
 def test_the_node_map_of_the_recorded_programs_is_what_lowering_gives_today(strategy):
     """The recorded ETDumps stay meaningful only while the same lowering gives the same nodes."""
-    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy(strategy))
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy(strategy), TRANSITIONS_ONLY)
     assert node_map(lowered) == json.loads((DATA / f"{strategy}.nodes.json").read_text())
 
 

@@ -34,7 +34,6 @@ from strategies.gpu_costs import (
     Query,
     load,
     pair_name,
-    table_in_force,
     transition_signature,
 )
 from strategies.ilp import partition_problems, solve
@@ -79,11 +78,10 @@ def test_ilp_time_is_never_above_another_strategy_and_records_what_it_predicts(m
     lowering = vulkan_lowering(pipeline(model))
     table = random_table(operators_of(partition_problems(lowering.programs)), 7)
     predicted = {}
-    with table_in_force(table):
-        for name in (*COMPARED, "ilp-time"):
-            lowered = lowering.lower(strategies.get_strategy(name))
-            validator.validate(lowered)
-            predicted[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
+    for name in (*COMPARED, "ilp-time"):
+        lowered = lowering.lower(strategies.get_strategy(name), table)
+        validator.validate(lowered)
+        predicted[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
     summary = strategies.summarize(strategies.get_strategy("ilp-time"), [p.layout_pass for p in lowered.partitions])
     assert summary["optimal"] is True
     assert summary["objective"] == pytest.approx(predicted["ilp-time"])  # a table sure of itself: no price on doubt
@@ -98,7 +96,7 @@ def operator_pairs(lowered) -> set:
             for n in p["nodes"] if not n["transition"] and "prepack" not in n["operator"]}
 
 
-class _JustBelowTheDefault:
+class JustBelowTheDefault:
     """A fitted model pricing every node 0.01 ms in ExecuTorch's own choice for it and 1 %
     less in any other pair; transitions free."""
 
@@ -118,9 +116,8 @@ def test_ilp_time_keeps_executorch_s_choices_where_its_table_is_unsure_of_the_di
     operators = operators_of(partition_problems(lowering.programs))
 
     def assignment(error: float) -> set:
-        table = CostTable("synthetic", _JustBelowTheDefault(reference), errors=dict.fromkeys(operators, error))
-        with table_in_force(table):
-            lowered = lowering.lower(strategies.get_strategy("ilp-time"))
+        table = CostTable("synthetic", JustBelowTheDefault(reference), errors=dict.fromkeys(operators, error))
+        lowered = lowering.lower(strategies.get_strategy("ilp-time"), table)
         validator.validate(lowered)
         return operator_pairs(lowered)
 
@@ -137,13 +134,12 @@ def test_ilp_time_leaves_its_anchor_only_for_a_saving_above_the_table_s_spread()
     operators = operators_of(partition_problems(lowering.programs))
 
     def predicted(spread: float) -> dict:
-        table = CostTable("synthetic", _JustBelowTheDefault(reference), errors=dict.fromkeys(operators, 0.0),
+        table = CostTable("synthetic", JustBelowTheDefault(reference), errors=dict.fromkeys(operators, 0.0),
                           spread=spread)
         times = {}
-        with table_in_force(table):
-            for name in ("bfs-downstream", "ilp", "ilp-time"):
-                lowered = lowering.lower(strategies.get_strategy(name))
-                times[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
+        for name in ("bfs-downstream", "ilp", "ilp-time"):
+            lowered = lowering.lower(strategies.get_strategy(name), table)
+            times[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
         summary = strategies.summarize(strategies.get_strategy("ilp-time"), [p.layout_pass for p in lowered.partitions])
         return {**times, "anchors_kept": summary["anchors_kept"], "partitions": len(lowered.partitions)}
 

@@ -22,7 +22,7 @@ from harness.targets.accuracy import tolerance
 from harness.targets.vulkan import metrics, runners, validator
 from harness.targets.vulkan.targets import lower_and_count
 from models.quantization import is_quantized
-from strategies.gpu_costs import pair_name, table_in_force
+from strategies.gpu_costs import pair_name
 from strategies.ilp import partition_problems
 from strategies.representations import tensor_bytes
 
@@ -68,7 +68,7 @@ def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
     records = {}
     for name in (*HEURISTICS, "ilp", "ilp-bytes"):
         fields = {}
-        lowered, _ = lower_and_count(lowering, name, fields)  # validates, raises on a violation
+        lowered, _ = lower_and_count(lowering, name, fields, None)  # validates, raises on a violation
         assert validator.validate(lowered) > 0
         records[name] = fields
     for name, fields in records.items():
@@ -90,18 +90,17 @@ def test_ilp_time_on_int8_is_valid_and_never_above_another_strategy():
     int8_names = [pair_name((VkStorageType.BUFFER, layout)) for layout in sorted(vk_utils.all_quantized_memory_layouts)]
     table = random_table(operators_of(partition_problems(lowering.programs)), 7, (*NAMES, *int8_names))
     predicted = {}
-    with table_in_force(table):
-        for name in (*HEURISTICS, "ilp", "ilp-bytes", "ilp-time"):
-            lowered = lowering.lower(strategies.get_strategy(name))
-            validator.validate(lowered)
-            predicted[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
+    for name in (*HEURISTICS, "ilp", "ilp-bytes", "ilp-time"):
+        lowered = lowering.lower(strategies.get_strategy(name), table)
+        validator.validate(lowered)
+        predicted[name] = metrics.predicted_gpu_time(lowered, table)["predicted_gpu_ms"]
     for name, ms in predicted.items():
         assert predicted["ilp-time"] <= ms + 1e-9, name
 
 
 def test_float_records_say_float32_with_no_int8_transitions():
     fields = {}
-    lower_and_count(vulkan_lowering(pipeline("synthetic_small")), "all-width-packed", fields)
+    lower_and_count(vulkan_lowering(pipeline("synthetic_small")), "all-width-packed", fields, None)
     assert fields["precision"] == "float32"
     assert fields["transitions"] > 0 and fields["int8_transitions"] == 0 == fields["int8_transition_bytes"]
 

@@ -8,6 +8,7 @@ import strategies
 from harness.targets.vulkan import metrics
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
+from tests.helpers.tables import TRANSITIONS_ONLY
 
 TEXTURE, BUFFER = VkStorageType.TEXTURE_3D, VkStorageType.BUFFER
 W, C = VkMemoryLayout.TENSOR_WIDTH_PACKED, VkMemoryLayout.TENSOR_CHANNELS_PACKED
@@ -29,7 +30,7 @@ def test_tensor_bytes_include_texture_padding(dims, storage, layout, expected):
 def test_transitions_are_exactly_the_clones_the_pass_added():
     lowering = vulkan_lowering(pipeline("synthetic_small"))
     for name in strategies.list_strategies():
-        lowered = lowering.lower(strategies.get_strategy(name))
+        lowered = lowering.lower(strategies.get_strategy(name), TRANSITIONS_ONLY)
         found = metrics.transitions(lowered)
         for partition, prefix in zip(lowered.partitions, lowering.prefixes):
             clones = lambda graph: [n for n in graph.nodes if n.target == exir_ops.edge.aten.clone.default]  # noqa: E731

@@ -21,7 +21,7 @@ from harness.results.store import make_record
 from harness.targets.vulkan.etrecord import model_edge_graph
 from harness.targets.vulkan.metrics import partition_transitions, predicted_gpu_time
 from harness.targets.vulkan.prefix import vulkan_lowering
-from strategies.gpu_costs import load, table_in_force
+from strategies.gpu_costs import load
 
 from .helpers.browser import DevTools, chromium
 from .helpers.explorer import explore
@@ -43,9 +43,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lowered():
-    with table_in_force(load(TABLE)):
-        lowering = vulkan_lowering(pipeline(MODEL))
-        return [lowering.lower(strategies.get_strategy(name)) for name in NAMES]
+    lowering, table = vulkan_lowering(pipeline(MODEL)), load(TABLE)
+    return [lowering.lower(strategies.get_strategy(name), table) for name in NAMES]
 
 
 def _overlays(served) -> dict[str, dict]:

@@ -16,6 +16,7 @@ from harness.targets.vulkan.lowering import lowered_modules, payload_digest
 from .conftest import QUICK_ZOO
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
+from tests.helpers.tables import TRANSITIONS_ONLY
 
 
 def _node_reprs(lowered):
@@ -50,7 +51,7 @@ def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, str
     """The .pte made from the program emitted once per model is byte for byte what
     ExecuTorch's to_executorch() writes for the strategy's delegates."""
     lowering = vulkan_lowering(pipeline(model))
-    lowered = lowering.lower(strategies.get_strategy(strategy))
+    lowered = lowering.lower(strategies.get_strategy(strategy), TRANSITIONS_ONLY)
     assert validator.validate(lowered) > 0
     pte = bytes(lowered.to_pte())
     assert pte[4:8].startswith(b"ET"), "not an ExecuTorch program header"
@@ -66,7 +67,7 @@ def test_strategies_do_not_leak_into_each_other(model):
     bfs = strategies.get_strategy("bfs-downstream")
     first = [p.result.processed_bytes for p in lowering.lower(bfs).partitions]
     for name in strategies.list_strategies():
-        lowering.lower(strategies.get_strategy(name))
+        lowering.lower(strategies.get_strategy(name), TRANSITIONS_ONLY)
     assert [p.result.processed_bytes for p in lowering.lower(bfs).partitions] == first
     assert [payload_digest(payload) for payload in first] == [p.reference_digest for p in lowering.prefixes]
 

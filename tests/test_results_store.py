@@ -247,7 +247,7 @@ def test_a_record_failed_by_a_full_disk_is_measured_again(tmp_path, capsys):
 
 
 def _run_ilp_time(out) -> None:
-    """``run`` of ilp-time, which skips it before measuring where no cost table is in force."""
+    """``run`` of ilp-time, which skips it before measuring where no cost table is given."""
     assert cli.main(["run", "--models", "synthetic_small", "--strategies", "ilp-time", "--out", str(out),
                      "--workers", "0"]) == 0
 

@@ -92,3 +92,39 @@ def test_validator_rejects_a_float_tensor_in_a_packed_int8_layout():
     )
     with pytest.raises(InvalidAssignmentError, match="torch.float32 tensor got BUFFER/PACKED_INT8_4W"):
         validator.validate(lowered)
+
+
+@pytest.mark.parametrize("name", ["ilp-time", "bfs-time"])
+def test_a_priced_strategy_reads_its_table_from_its_constructor_and_nowhere_else(name):
+    """The command line's default table is in the environment (conftest) and another pass was
+    just constructed with one, yet a pass constructed without a table has none, as in
+    ExecuTorch's own pipeline: it fails saying how to get one."""
+    import os
+
+    from layoutkit.errors import UnavailableError
+    from strategies.gpu_costs import COSTS_ENV
+
+    from .helpers.tables import TRANSITIONS_ONLY
+
+    assert os.environ[COSTS_ENV]
+    lowering = vulkan_lowering(pipeline("synthetic_small"))
+    priced = lowering.lower(strategies.get_strategy(name), TRANSITIONS_ONLY)
+    assert all(p.layout_pass.costs is TRANSITIONS_ONLY for p in priced.partitions)
+    with pytest.raises(Exception) as raised:  # ExecuTorch's pass manager wraps what a pass raises
+        lowering.lower(strategies.get_strategy(name))
+    causes = [raised.value]
+    while causes[-1].__cause__ or causes[-1].__context__:
+        causes.append(causes[-1].__cause__ or causes[-1].__context__)
+    assert any(isinstance(c, UnavailableError) and "no GPU cost table: pass --costs FILE" in str(c) for c in causes)
+
+
+def test_no_strategy_module_keeps_a_table_of_its_own():
+    """A table reaches a strategy through its constructor only: no module of the package
+    rebinds a module-level name at run time (``global``), where a table in force would live."""
+    import ast
+    from pathlib import Path
+
+    package = Path(strategies.__file__).parent
+    rebinding = [f"{path.name}:{node.lineno}" for path in sorted(package.glob("*.py"))
+                 for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Global)]
+    assert rebinding == []

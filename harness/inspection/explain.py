@@ -21,6 +21,7 @@ from harness.targets.vulkan import validator
 from harness.targets.vulkan.lowering import LoweredProgram
 from harness.targets.vulkan.metrics import is_transition, partition_transitions
 from harness.targets.vulkan.prefix import vulkan_lowering
+from strategies.gpu_costs import CostTable
 from strategies.representations import (
     as_pair,
     filtered,
@@ -120,14 +121,15 @@ def compare_strategies(lowered: LoweredProgram, other: LoweredProgram, names: tu
     return differing, pd.concat([only_a, only_b], ignore_index=True)
 
 
-def explain(model: str, strategy: str, vs: str | None = None) -> tuple[dict, list[LoweredProgram]]:
-    """Lower ``model`` with ``strategy`` (and ``vs``), validate each program, and say why each
-    transition of the first exists (and, with ``vs``, where the two disagree); the result
-    and the lowered programs."""
+def explain(model: str, strategy: str, vs: str | None = None,
+            costs: CostTable | None = None) -> tuple[dict, list[LoweredProgram]]:
+    """Lower ``model`` with ``strategy`` (and ``vs``; a strategy that prices its choices with
+    the cost table ``costs``), validate each program, and say why each transition of the first
+    exists (and, with ``vs``, where the two disagree); the result and the lowered programs."""
     classes = [strategies.get_strategy(name) for name in [strategy] + ([vs] if vs else [])]
     with output_to_stderr():
         lowering = vulkan_lowering(pipeline(model))  # the process's one: explore reads it too
-        lowered = [lowering.lower(cls) for cls in classes]
+        lowered = [lowering.lower(cls, costs) for cls in classes]
         for program in lowered:
             validator.validate(program)
     result = {"model": model, "strategy": strategy, "transitions": transitions_table(lowered[0])}

@@ -12,7 +12,7 @@ from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
 from harness.results.results_dir import ResultsDir
 from harness.targets.vulkan.etrecord import model_edge_graph
-from strategies.gpu_costs import CostTable, table_in_force
+from strategies.gpu_costs import CostTable
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,7 @@ class Explored:
 
 def explore(model: str, names: list[str], table: CostTable | None, results: str) -> Explored:
     """Write the model's drawing and the overlays of ``names`` (one strategy, or two to compare)."""
-    with table_in_force(table):
-        _, lowered = explain(model, names[0], names[1] if len(names) > 1 else None)
+    _, lowered = explain(model, names[0], names[1] if len(names) > 1 else None, table)
     with output_to_stderr():
         edge = model_edge_graph(pipeline(model))
     overlays, all_facts, undrawn, unmeasured = [], [], set(), []

@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import strategies
-from strategies import gpu_costs
 from harness.errors import LayoutbenchError, TargetUnavailableError, UnavailableError, UsageError, describe
 from harness.pipeline.model import ModelPipeline
 from harness.quiet import output_to_stderr
@@ -159,10 +158,10 @@ def run_job(job: Job, send, wait_turn=None) -> None:
     os.environ.update(job.environ)
     target = get_target(job.target)
     model = ModelPipeline(job.model)
-    with output_to_stderr(), gpu_costs.table_in_force(job.context.costs) as costs:
+    with output_to_stderr():
         try:
-            if costs is not None:
-                costs.ready()  # once per worker, not in a strategy's pass time
+            if job.context.costs is not None:
+                job.context.costs.ready()  # once per worker, not in a strategy's pass time
             target.prepare(job.context)
         except TargetUnavailableError as error:  # this worker's host cannot measure
             for strategy in job.strategies:

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import models
 import strategies
-from strategies import gpu_costs
 from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
 from layoutkit.errors import write_error
@@ -181,8 +180,7 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
     known = {} if fresh else {r["identity"]: r for r in written if settled(r)}
     stored = {key(r): r for r in written}  # the latest of each (model, strategy, target)
     # Asked once, before any worker starts: a strategy lacking something here (ilp-time, a cost table).
-    with gpu_costs.table_in_force(context.costs):
-        strategy_unavailable = {s: strategies.unavailable_reason(s) for s in chosen if s}
+    strategy_unavailable = {s: strategies.unavailable_reason(s, context.costs) for s in chosen if s}
 
     def emit(record: dict, measured: bool = True) -> None:
         if measured or not _unchanged(stored.get(key(record)), record):

@@ -17,7 +17,7 @@ from pathlib import Path
 from harness.results.provenance import provenance, tool_versions
 from layoutkit.errors import UnknownNameError, UsageError
 from layoutkit.registry import direct_public_module, import_built_ins
-from strategies.gpu_costs import CostTable, active_table
+from strategies.gpu_costs import CostTable
 
 _targets: dict[str, type] = {}
 
@@ -39,9 +39,9 @@ class MeasureContext:
     results_dir: Path = Path("results")
     et_runner: str | None = None
     run_settings: RunSettings = field(default_factory=RunSettings)
-    # The GPU cost table records predict with and ilp-time minimises: read once, carried to every
-    # worker (by default the one in force where the context is made).
-    costs: CostTable | None = field(default_factory=active_table)
+    # The GPU cost table records predict with and ilp-time minimises: read once at the edge (the
+    # command line, the asv suites), carried to every worker and handed to each pass that prices.
+    costs: CostTable | None = None
 
 
 class Target:

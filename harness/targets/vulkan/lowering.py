@@ -40,6 +40,8 @@ from torch.export import ExportedProgram
 from harness.errors import LoweringError
 from harness.targets.edge_programs import called_delegates, lowered_modules
 from harness.targets.vulkan.pte import EmittedProgram
+from strategies.gpu_costs import CostTable
+from strategies.priced_layout import construct
 
 _REAL_APPLY_PASSES = vulkan_preprocess.apply_passes
 _REAL_GRAPH_BUILDER = vulkan_preprocess.VkGraphBuilder
@@ -56,10 +58,11 @@ class PartitionPrefix:
     reference_digest: str  # of the payload preprocess made: finds the partition's lowered module in the edge program
     layout_pass_arguments: tuple  # (args, kwargs) preprocess built its layout pass with
 
-    def layout_pass_input(self, layout_pass_cls: type) -> tuple[TagMemoryMetaPass, ExportedProgram]:
+    def layout_pass_input(self, layout_pass_cls: type, costs: CostTable | None = None
+                          ) -> tuple[TagMemoryMetaPass, ExportedProgram]:
         """A strategy's pass built as preprocess builds it, and a fresh copy of the program it runs on."""
         args, kwargs = self.layout_pass_arguments
-        return layout_pass_cls(*args, **kwargs), independent_copy(self.program)
+        return construct(layout_pass_cls, args, kwargs, costs), independent_copy(self.program)
 
 
 def run_layout_pass(layout_pass: TagMemoryMetaPass, program: ExportedProgram) -> ExportedProgram:
@@ -113,8 +116,9 @@ def independent_copy(program: ExportedProgram) -> ExportedProgram:
 class _PreprocessRun:
     """The substitutions for one ``VulkanBackend.preprocess`` call, and what it observed."""
 
-    def __init__(self, layout_pass_cls: type, prefix: ExportedProgram | None = None):
+    def __init__(self, layout_pass_cls: type, costs: CostTable | None, prefix: ExportedProgram | None = None):
         self.layout_pass_cls = layout_pass_cls
+        self.costs = costs
         self.prefix = prefix
         self.recorded_prefix: ExportedProgram | None = None
         self.layout_pass: TagMemoryMetaPass | None = None
@@ -125,7 +129,7 @@ class _PreprocessRun:
 
     def _make_layout_pass(self, *args, **kwargs):
         self.layout_pass_arguments = (args, kwargs)
-        layout_pass = self.layout_pass_cls(*args, **kwargs)
+        layout_pass = construct(self.layout_pass_cls, args, kwargs, self.costs)
         run_pass = layout_pass.call
 
         def timed_call(graph_module):
@@ -178,12 +182,12 @@ _REAL_PREPROCESS = vulkan_preprocess.VulkanBackend.preprocess.__func__
 
 
 @contextlib.contextmanager
-def _recording_preprocess(layout_pass_cls: type, prefixes: list):
+def _recording_preprocess(layout_pass_cls: type, costs: CostTable | None, prefixes: list):
     """While active, every Vulkan preprocess call records its partition's prefix."""
     backend = vulkan_preprocess.VulkanBackend
 
     def recording(cls, program, compile_specs):
-        run = _PreprocessRun(layout_pass_cls)
+        run = _PreprocessRun(layout_pass_cls, costs)
         with run.installed():
             result = _REAL_PREPROCESS(cls, program, compile_specs)
         if run.recorded_prefix is None:
@@ -250,13 +254,15 @@ class VulkanLowering:
 
     @classmethod
     def from_exported(
-        cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS, compile_options: dict | None = None
+        cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS, compile_options: dict | None = None,
+        costs: CostTable | None = None,
     ) -> "VulkanLowering":
         """``compile_options``: ET-VK's partitioner options (``force_fp16``), which reach every
-        partition's preprocess, the layout pass's constructor included, as compile specs."""
+        partition's preprocess, the layout pass's constructor included, as compile specs;
+        ``costs``: the cost table a pass that prices its choices is constructed with."""
         prefixes: list[PartitionPrefix] = []
         start = time.perf_counter()
-        with _recording_preprocess(layout_pass_cls, prefixes), _pattern_graphs_built_once():
+        with _recording_preprocess(layout_pass_cls, costs, prefixes), _pattern_graphs_built_once():
             # to_edge consumes its input (e.g. drops non-persistent buffers' constants),
             # so lower a copy and leave the caller's program reusable.
             edge_manager = to_edge_transform_and_lower(
@@ -267,11 +273,13 @@ class VulkanLowering:
         emitted = EmittedProgram.emit(edge_manager, partition_of)
         return cls(edge_manager, prefixes, time.perf_counter() - start, emitted, call_order)
 
-    def lower(self, layout_pass_cls: type) -> "LoweredProgram":
+    def lower(self, layout_pass_cls: type, costs: CostTable | None = None) -> "LoweredProgram":
+        """Every partition finished by ``layout_pass_cls`` (constructed with ``costs`` where it
+        prices its choices with a cost table)."""
         start = time.perf_counter()
         partitions = []
         for prefix in self.prefixes:
-            run = _PreprocessRun(layout_pass_cls, prefix=prefix.program)
+            run = _PreprocessRun(layout_pass_cls, costs, prefix=prefix.program)
             with run.installed():
                 result = _REAL_PREPROCESS(
                     vulkan_preprocess.VulkanBackend, prefix.program, prefix.compile_specs

@@ -9,7 +9,7 @@ from pathlib import Path
 from executorch.exir._serialize._cord import Cord
 
 import strategies
-from strategies import gpu_costs
+from strategies.gpu_costs import CostTable
 from harness.errors import LimitsExceededError, TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
@@ -23,12 +23,15 @@ from harness.targets.vulkan.prefix import LOWERING_PREFIX, vulkan_lowering
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, run_program
 
 
-def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) -> tuple[LoweredProgram, Cord]:
+def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict,
+                    table: CostTable | None) -> tuple[LoweredProgram, Cord]:
     """Finish the lowering with one strategy, validate and serialize it, and count what it
-    made (transitions, memory, partitions, times) into ``fields``; returns the lowered
-    program and its .pte (not joined into one buffer: ``pte_bytes`` needs only its length)."""
+    made (transitions, memory, partitions, times) into ``fields``, with its predicted GPU time
+    and the device limits it breaks under ``table`` (where there is one, which a strategy that
+    prices its choices is constructed with); returns the lowered program and its .pte (not
+    joined into one buffer: ``pte_bytes`` needs only its length)."""
     strategy_cls = strategies.get_strategy(strategy_name)
-    lowered = lowering.lower(strategy_cls)
+    lowered = lowering.lower(strategy_cls, table)
     validator.validate(lowered)
     start = time.perf_counter()
     pte = lowered.to_pte()
@@ -55,7 +58,6 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict) 
         "own_clones": metrics.own_clone_count(lowered),
     })
     fields.update(strategies.summarize(strategy_cls, [p.layout_pass for p in lowered.partitions]))
-    table = gpu_costs.active_table()
     if table is not None:
         fields.update(metrics.predicted_gpu_time(lowered, table))
     if table is not None and table.limits is not None:
@@ -111,7 +113,7 @@ class Vulkan(Target):
                "predicted_gpu_ms", "predicted_measured_share", "predicted_error_expected", "limit_violations")
 
     def environment(self, context: MeasureContext) -> dict:
-        """The cost table too, where one is in force: it prices ``predicted_gpu_ms`` and
+        """The cost table too, where the context has one: it prices ``predicted_gpu_ms`` and
         decides ``ilp-time``."""
         environment = super().environment(context)
         table = context.costs
@@ -126,7 +128,7 @@ class Vulkan(Target):
         vulkan_lowering(model)
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
-        lower_and_count(vulkan_lowering(model), strategy, fields)
+        lower_and_count(vulkan_lowering(model), strategy, fields, context.costs)
 
 
 @register_target("vulkan-run")
@@ -163,7 +165,7 @@ class VulkanRun(Vulkan):
         return all(p.exists() for p in kept)
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
-        lowered, pte = lower_and_count(vulkan_lowering(model), strategy, fields)
+        lowered, pte = lower_and_count(vulkan_lowering(model), strategy, fields, context.costs)
         exported = model.exported
         path = ResultsDir(context.results_dir).program(model.name, strategy)
         if fields.get("limit_violations"):

@@ -1,0 +1,33 @@
+"""A layout pass that prices its choices with a device's cost table, handed to its constructor."""
+
+from layoutkit.errors import UnavailableError
+from strategies.gpu_costs import NO_TABLE, CostTable
+
+
+class PricedLayout:
+    """Mixin (before the pass class) for a strategy that needs a cost table: the harness
+    constructs the pass with ``costs=TABLE``; nothing else gives it one. ExecuTorch's own
+    pipeline constructs the pass without a table, so :attr:`table` then says how to get one."""
+
+    def __init__(self, *args, costs: CostTable | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.costs = costs
+
+    @property
+    def table(self) -> CostTable:
+        if self.costs is None:
+            raise UnavailableError(NO_TABLE)
+        return self.costs
+
+
+def takes_costs(layout_pass_cls: type) -> bool:
+    """Whether ``layout_pass_cls`` is constructed with a cost table (``costs=``)."""
+    return isinstance(layout_pass_cls, type) and issubclass(layout_pass_cls, PricedLayout)
+
+
+def construct(layout_pass_cls: type, args: tuple, kwargs: dict, costs: CostTable | None):
+    """The layout pass as ExecuTorch constructs it (``args``, ``kwargs``), with ``costs`` where
+    it prices its choices."""
+    if takes_costs(layout_pass_cls):
+        return layout_pass_cls(*args, costs=costs, **kwargs)
+    return layout_pass_cls(*args, **kwargs)
