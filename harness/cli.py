@@ -15,7 +15,7 @@ import sys
 
 from harness import quiet
 from harness.cache import ENTRY_KINDS
-from harness.commands import PROGRAM, explore, inspections, sweeps, upkeep
+from harness.commands import PROGRAM, explore, fitting, inspections, sweeps, upkeep
 from harness.commands.option_types import add_model_and_strategies, count, device_limits, gibibytes, positive
 from harness.results.schema import default_thresholds
 from strategies.gpu_costs import COSTS_ENV
@@ -153,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table fitted "
                            "without it (OUT/held-out/MODEL.json; a re-run fits only those missing) predicts its "
                            "programs; OUT/validation.csv. --workers fits at once (default: cores; 0: in this process)")
-    sweeps.add_few_shot_arguments(calibrate)
+    fitting.add_few_shot_arguments(calibrate)
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
     preferences = commands.add_parser("preferences", help="what a device's cost table rewards: per operator, the "
@@ -220,7 +220,7 @@ def _parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "compare": sweeps.compare,
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
-            "calibrate": sweeps.calibrate, "pack": upkeep.pack, "import-remote": upkeep.import_remote,
+            "calibrate": fitting.calibrate, "pack": upkeep.pack, "import-remote": upkeep.import_remote,
             "report": upkeep.report, "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve,
             "dashboard": upkeep.dashboard, "preferences": inspections.preferences, "explore": explore.explore}
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"

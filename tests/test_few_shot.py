@@ -12,6 +12,7 @@ from harness.sweep import table_check
 from strategies.gpu_costs import ANY, CostTable, PerOperatorModel, Query, parse
 
 from .test_gpu_time import NAMES, _measurements, _query
+from .test_vulkan_run import real_runner  # noqa: F401  (a fixture)
 
 RELU, GELU = "aten.relu.default", "aten.gelu.default"
 PAIR = NAMES[0]
@@ -102,3 +103,41 @@ def test_the_study_scores_each_method_on_the_models_its_programs_left_out():
     assert list(whole["models"]) == [4, 6]
     every_program = results.reset_index().query("budget.isna()").set_index("method")
     assert every_program.loc["few-shot", "models"] == 6 and every_program.loc["few-shot", "median_error"] < 0.05
+
+
+def test_a_prior_far_off_does_not_hold_where_a_transfer_from_the_check_programs_does_no_better():
+    """lavapipe's ten programs under the H100 prior: the prior 99.8 % off, tables transferred
+    without each model 163 % off. Neither is usable; the prior must not be kept for that."""
+    far_off = few_shot.PriorCheck(prior_error=0.998, transferred_error=1.631, factor=721.18, spread=0.007)
+    assert not far_off.holds
+    within = few_shot.PriorCheck(prior_error=0.011, transferred_error=0.0097, factor=0.98, spread=0.0067)
+    assert within.holds  # the H200's check
+
+
+def test_for_a_device_elsewhere_the_chosen_programs_are_checked_here_once_and_packed(tmp_path, real_runner, capsys):
+    """``--pack``: each chosen program lowered and run here once (its outputs against eager, its
+    time taken there), packed for remote_runner.py, and the next steps said; nothing fitted."""
+    import tarfile
+
+    from harness import cli
+    from harness.results.results_dir import ResultsDir
+    from harness.results.store import RecordStore
+
+    from .test_dispatches import _results_dir
+
+    runs = _results_dir(tmp_path / "runs", "old GPU")
+    prior = tmp_path / "old.json"
+    assert cli.main(["calibrate", "--fit", str(runs), "--table", str(prior),
+                     "--nodes", str(tmp_path / "old-nodes.jsonl.gz")]) == 0
+    out, packed = tmp_path / "new", tmp_path / "new.tar"
+    assert cli.main(["calibrate", "--prior", str(prior), "--budget", "1", "--out", str(out), "--pack", str(packed),
+                     "--workers", "0"]) == 0
+    err = capsys.readouterr().err
+    [record] = RecordStore(out).read()
+    assert record["status"] == "ok" and record["model"] == "synthetic_small" and record["iterations"] == 1
+    assert record["environment"]["run_settings"]["processes"] == record["environment"]["run_settings"]["warmup"] == 1
+    assert f"programs/synthetic_small/{record['strategy']}.pte" in tarfile.open(packed).getnames()
+    assert f"import-remote {out} ARCHIVE" in err and f"calibrate --fit DEVICE_RUNS --prior {prior}" in err
+    assert not ResultsDir(out).cost_table.exists()
+    assert cli.main(["calibrate", "--fit", str(runs), "--pack", str(packed)]) == 2
+    assert "--pack packs the programs --prior chooses" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from harness import cli
-from harness.commands import sweeps
+from harness.commands import fitting
 from harness.inspection import calibration
 
 from .test_gpu_time import NAMES, _measurements, _relu_ms
@@ -42,7 +42,7 @@ def test_an_interrupted_validation_resumes_fitting_only_the_tables_it_lacks(node
     code, err, fitted = _validate(nodes, scratch, capsys)
     assert code == 0 and fitted == MODELS
     assert "0 held-out tables kept (fitted from the same measurements by the same fit), 3 to fit" in err
-    write_one = sweeps._write_table
+    write_one = fitting._write_table
     written = []
 
     def interrupted_at_the_second_table(path, table):
@@ -52,12 +52,12 @@ def test_an_interrupted_validation_resumes_fitting_only_the_tables_it_lacks(node
         write_one(path, table)
 
     # (not the fit itself: the fit's code, patched, is other code, whose tables are not kept)
-    monkeypatch.setattr(sweeps, "_write_table", interrupted_at_the_second_table)
+    monkeypatch.setattr(fitting, "_write_table", interrupted_at_the_second_table)
     code, err, fitted = _validate(nodes, out, capsys)
     assert code == 130 and fitted == ["m0"]
     assert err.splitlines()[-1] == (f"layoutbench: interrupted; 1 of 3 held-out tables are in {out / 'held-out'}: "
                                     "the same command fits only the other 2")
-    monkeypatch.setattr(sweeps, "_write_table", write_one)
+    monkeypatch.setattr(fitting, "_write_table", write_one)
     # a killed writer's temporary file, and a table damaged (calibrate writes whole tables or none)
     (out / "held-out" / ".m1.json.123.tmp").write_text('{"format": ')
     (out / "held-out" / "m2.json").write_bytes((scratch / "held-out" / "m2.json").read_bytes()[:1000])

@@ -1,0 +1,276 @@
+"""The ``calibrate`` command: a device's cost table fitted from runs (here, or made elsewhere),
+left one model out at a time (``--validate``), or a new device's from a few programs (``--prior``,
+``--budget``, ``--pack``, ``--study``): choosing them from another device's table, running or
+packing them, and keeping or transferring the prior."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from harness.commands import PROGRAM
+from harness.commands.sweeps import start_local_workers, sweep
+
+
+def calibrate(args) -> int:
+    from harness.errors import UsageError
+
+    if args.study:
+        return _study(args)
+    if not (args.fit or args.models or args.zoo or args.prior):
+        raise UsageError("say what to calibrate on (--models or --zoo, or --prior TABLE), or which runs to fit "
+                         "(--fit RUNS ...)")
+    if args.fit and (args.models or args.zoo):
+        raise UsageError("--fit fits runs already made; drop --models/--zoo")
+    if args.prior and (args.models or args.zoo or args.validate):
+        raise UsageError("--prior chooses its own programs and fits from them; drop --models/--zoo/--validate")
+    if args.pack and (not args.prior or args.fit):
+        raise UsageError("--pack packs the programs --prior chooses, for a device elsewhere: add --prior TABLE, "
+                         "drop --fit")
+    if not args.fit:
+        start_local_workers(args)
+    import models
+    import strategies
+    from harness.inspection import calibration
+    from harness.results.results_dir import ResultsDir
+    from strategies.calibration import MAX_ROUNDS, round_name
+
+    if args.rounds > MAX_ROUNDS:
+        raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
+    prior = _prior(args) if args.prior else None
+    if not args.fit:
+        if prior is not None:
+            records = _sweep_chosen(args, *prior)
+            if args.pack:
+                return _pack_chosen(args, records)
+        else:
+            names = [round_name(n) for n in range(1, args.rounds + 1)]
+            names += strategies.resolve_strategies(args.strategies) if args.strategies else []
+            records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
+        if not any(r["status"] == "ok" for r in records):
+            raise UsageError("no program ran, so there is nothing to fit (reasons above)")
+    measurements = calibration.load_measurements(args.fit or [args.out])
+    if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
+        measurements.limits = args.limits
+    if args.nodes:
+        print(f"{PROGRAM}: measured nodes kept in {calibration.write_measurements(measurements, args.nodes)}",
+              file=sys.stderr)
+    if args.validate:
+        return _validate(args, measurements)
+    path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
+    if prior is not None:
+        table = _transfer(args, prior[0], measurements)
+        if table is None:
+            return 0
+    else:
+        table = calibration.fit(measurements)
+    _write_table(path, table)
+    limits = f"; its limits {table.limits.to_json()}" if table.limits else "; no device limits (calibrate --limits)"
+    print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
+          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and "
+          f"{'the prior transferred' if prior is not None else 'a fit'}{limits}", file=sys.stderr)
+    print(path)
+    return 0
+
+
+def add_few_shot_arguments(calibrate) -> None:
+    """calibrate's options for a new device from a few programs."""
+    from harness.commands.option_types import positive
+
+    calibrate.add_argument("--prior", metavar="TABLE", help="a new device from a few programs: another device's "
+                           "table (its kept nodes beside it, NAME-nodes.jsonl.gz) chooses --budget programs, runs "
+                           "them (or --fit their runs) and keeps the prior where it holds, else transfers it")
+    calibrate.add_argument("--budget", type=positive, default=10, help="programs --prior chooses (default %(default)s)")
+    calibrate.add_argument("--pack", metavar="OUT", help="with --prior, for a device elsewhere: run each program here "
+                           "once (its outputs against eager, untimed) and pack them into OUT (a .tar, .tar.gz or .tar.xz "
+                           "for remote_runner.py, else a bundle for run.sh); then import-remote and --fit")
+    calibrate.add_argument("--study", metavar="NODES", help="with --prior: how --budget programs of the device that "
+                           "measured NODES (kept nodes of a whole corpus) predict its other models; OUT/study.csv")
+
+
+def _prior(args):
+    """The ``--prior`` table and the measurements kept beside it (``NAME-nodes.jsonl.gz``)."""
+    from harness.errors import UsageError
+    from harness.inspection import calibration
+    from harness.sweep import table_check
+
+    table = table_check.load_checked(args.prior)
+    nodes = Path(args.prior).with_name(f"{Path(args.prior).stem}-nodes.jsonl.gz")
+    if not nodes.is_file():
+        raise UsageError(f"--prior {args.prior}: its measured nodes ({nodes}) are not beside it; they say which "
+                         "programs the prior measured (calibrate --nodes keeps them)")
+    return table, calibration.read_measurements(nodes)
+
+
+def _sweep_chosen(args, prior, candidates) -> list[dict]:
+    """Choose ``--budget`` programs for the new device and run them here: one sweep per set of
+    strategies that several models share (with ``--pack``, each program once: only its outputs
+    matter here)."""
+    from harness.inspection import few_shot
+    from harness.results.table import format_number
+
+    if args.pack:
+        args.warmup = args.iterations = args.processes = 1
+    chosen = few_shot.choose_programs(candidates, prior, args.budget)
+    print(chosen.to_string(index=False, float_format=format_number), file=sys.stderr)
+    by_strategies: dict = {}
+    for model, group in chosen.groupby("model", sort=False):
+        by_strategies.setdefault(tuple(group["strategy"]), []).append(model)
+    records = [record for names, chosen_models in by_strategies.items()
+               for record in sweep(args, chosen_models, list(names), ["vulkan-run"])]
+    running = "" if args.pack else f", running them about {_device_seconds(records):.0f} s on {_device_of(records)}"
+    print(f"{PROGRAM}: lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}",
+          file=sys.stderr)
+    return records
+
+
+def _pack_chosen(args, records: list[dict]) -> int:
+    """``--pack``: the chosen programs, checked here, packed for the device, and what to do next."""
+    from harness.errors import UsageError
+    from harness.targets.vulkan import packing
+
+    if any(r["status"] != "ok" for r in records):
+        raise UsageError(f"not packed: {sum(r['status'] != 'ok' for r in records)} of the {len(records)} programs "
+                         "did not lower or run here (reasons above)")
+    bundle = Path(args.pack).suffix not in packing.TAR_MODES
+    count = packing.pack_bundle(args.out, args.pack) if bundle else packing.pack(args.out, args.pack)
+    runs = ("its run.sh" if bundle else
+            "remote_runner.py PROGRAMS executor_runner device.tar --warmup 2 --iterations 20 --processes 3")
+    print(f"{PROGRAM}: {count} programs packed into {args.pack}; run them there ({runs}), then: layoutbench "
+          f"import-remote {args.out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --fit DEVICE_RUNS --prior "
+          f"{args.prior}", file=sys.stderr)
+    print(args.pack)
+    return 0
+
+
+def _lowering_seconds(records: list[dict]) -> float:
+    """What lowering ``records``' programs took: each model's export and prefix (or their
+    loads from the cache) once, each program's pass, finish and serialization."""
+    per_model = {r["model"]: sum(r.get(k) or 0 for k in ("export_seconds", "prefix_seconds", "prefix_load_seconds"))
+                 for r in records}
+    per_program = sum(r.get(k) or 0 for r in records for k in ("pass_seconds", "finish_seconds", "serialize_seconds"))
+    return sum(per_model.values()) + per_program
+
+
+def _device_seconds(records: list[dict]) -> float:
+    """About how long the device ran ``records``' programs: each runtime process's load, then
+    its warm-up and timed inferences at the median latency."""
+    total = 0.0
+    for record in records:
+        settings = (record.get("environment") or {}).get("run_settings") or {}
+        inferences = settings.get("warmup", 0) + (record.get("iterations") or 0)
+        total += settings.get("processes", 1) * ((record.get("load_ms") or 0) + inferences * (
+            record.get("latency_ms_median") or 0)) / 1000
+    return total
+
+
+def _device_of(records: list[dict]) -> str:
+    devices = {(r.get("environment") or {}).get("vulkan_device") for r in records} - {None}
+    return ", ".join(sorted(devices)) or "no device"
+
+
+def _transfer(args, prior, measurements):
+    """The new device's table from ``prior`` and ``measurements``; None where the prior holds
+    there as it is (said in one line)."""
+    from harness.inspection import few_shot
+
+    ratios = few_shot.prior_ratios(prior, measurements)  # every node priced once, for the check and the transfer
+    if measurements.programs["model"].nunique() > 1:
+        check = few_shot.prior_check(prior, measurements, ratios)
+        verdict = "holds" if check.holds else "does not hold"
+        print(f"{PROGRAM}: the prior {verdict} on {measurements.device}: it predicts the "
+              f"{len(measurements.programs)} programs within {check.prior_error:.1%} (median), a table transferred "
+              f"without each one's model within {check.transferred_error:.1%}, the prior's spread "
+              f"{check.spread:.1%}; measured/predicted {check.factor:.3f}", file=sys.stderr)
+        if check.holds:
+            print(f"{PROGRAM}: use {args.prior} on {measurements.device} as it is: no table written", file=sys.stderr)
+            print(args.prior)
+            return None
+        if check.transferred_error > few_shot.HOLDS_WITHIN:
+            print(f"{PROGRAM}: the table transferred from {len(measurements.programs)} programs is not to be trusted on "
+                  f"a model they do not include (beyond {few_shot.HOLDS_WITHIN:.0%}): a larger --budget teaches it "
+                  "more", file=sys.stderr)
+    return few_shot.transferred(prior, measurements, ratios)
+
+
+def _study(args) -> int:
+    """``--study NODES --prior TABLE``: :func:`harness.inspection.few_shot.study`, written to OUT/study.csv."""
+    from harness.errors import UsageError
+    from harness.inspection import calibration, few_shot
+    from harness.results.table import format_number
+
+    if not args.prior:
+        raise UsageError("--study needs --prior TABLE: the table a new device's few programs transfer")
+    prior, candidates = _prior(args)
+    started = time.monotonic()
+    results = few_shot.study(prior, candidates, calibration.read_measurements(args.study),
+                             progress=lambda what: print(f"{PROGRAM}: [{time.monotonic() - started:.0f} s] {what}",
+                                                         file=sys.stderr))
+    path = Path(args.out) / "study.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results.to_csv(path, index=False)
+    print(results.to_string(index=False, float_format=format_number, na_rep="all"))
+    print(f"{PROGRAM}: written to {path}", file=sys.stderr)
+    return 0
+
+
+def _write_table(path: Path, table) -> None:
+    """Write ``table`` whole or not at all: a run starting meanwhile reads the old file or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        written.write_bytes(table.to_bytes())
+        os.replace(written, path)
+    finally:
+        written.unlink(missing_ok=True)
+
+
+def _validate(args, measurements) -> int:
+    """Leave one model out: the held-out tables, every program's prediction, and per model a
+    summary; the fits in ``--workers`` processes at once (default: the machine's cores). The
+    tables already written for the same measurements and fit are kept (see
+    :mod:`harness.inspection.validation`), so an interrupted validation resumes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from harness.inspection import calibration, coverage, validation
+    from harness.results.results_dir import ResultsDir
+    from harness.results.table import format_number
+    from harness.sweep import fork_server
+
+    out = ResultsDir(args.out)
+    models = sorted(measurements.programs["model"].unique())
+    key = validation.fit_key(measurements)
+    kept = validation.kept_tables({model: out.held_out_table(model) for model in models}, key)
+    print(f"{PROGRAM}: {len(kept)} held-out tables kept (fitted from the same measurements by the same fit), "
+          f"{len(models) - len(kept)} to fit", file=sys.stderr)
+    started, fitted = time.monotonic(), []
+
+    def write(model, table, done, total):
+        _write_table(out.held_out_table(model), table)
+        fitted.append(model)
+        print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: "
+              f"{out.held_out_table(model)}", file=sys.stderr)
+
+    workers = min((os.cpu_count() or 1) if args.workers is None else args.workers, len(models) - len(kept))
+    executor = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else None
+    try:
+        programs, tables = validation.leave_one_model_out(measurements, models, fitted=write, executor=executor,
+                                                          kept=kept, key=key)
+    except KeyboardInterrupt:
+        if executor is not None:  # its processes ignore Ctrl-C (see fork_server): the fits in flight end now
+            for process in list(executor._processes.values()):  # Python 3.14 names this kill_workers()
+                process.kill()
+        print(f"{PROGRAM}: interrupted; {len(kept) + len(fitted)} of {len(models)} held-out tables are in "
+              f"{out.held_out}: the same command fits only the other {len(models) - len(kept) - len(fitted)}",
+              file=sys.stderr)
+        return 130
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+    programs.to_csv(out.validation, index=False)
+    summary = validation.summary(programs)
+    print(summary.to_string(index=False, float_format=format_number))
+    print(f"{PROGRAM}: {coverage.coverage_line(summary, calibration.ERROR_QUANTILE)}", file=sys.stderr)
+    print(f"{PROGRAM}: {len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
+          f"every program's prediction in {out.validation}", file=sys.stderr)
+    return 0
