@@ -9,7 +9,7 @@ from strategies.layout_problem import LayoutProblem
 from strategies.priced_layout import PricedLayout
 from strategies.pricing import Pricing
 from strategies.representations import packed_dim_info
-from strategies.time_objective import TimeObjective, saves_beyond_spread
+from strategies.time_objective import TimeObjective, cheapest, saves_beyond_spread
 
 
 class TimeSearch(LocalSearch):
@@ -221,5 +221,5 @@ class BfsTime(PricedLayout, BfsRefined):
         # its time alone saves more than a run's spread on the faster of the pass's and the start
         # (ties: the start's fewer transitions).
         plain = TimeObjective(problem, table)
-        anchor = min([start, (tensor_reprs, use_reprs)], key=lambda assignment: plain.cost(*assignment))
+        anchor = cheapest(plain, [start, (tensor_reprs, use_reprs)])
         return found if saves_beyond_spread(plain.cost(*anchor), plain.cost(*found), table.spread) else anchor

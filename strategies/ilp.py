@@ -23,7 +23,7 @@ from strategies.layout_problem import (
     infeasible_operators,
     needed_transitions,
 )
-from strategies.time_objective import TimeObjective, saves_beyond_spread
+from strategies.time_objective import TimeObjective, cheapest, saves_beyond_spread
 
 # "Optimal" for time: proven within this fraction of the optimum, far below what runs of one
 # program differ by (0.2-0.45 % on an H100); closing the last gap of a float objective can take minutes.
@@ -52,11 +52,6 @@ def _fewest_transitions(problem: LayoutProblem, time_limit: float) -> tuple[dict
     return fewest.tensor_reprs, fewest.use_reprs
 
 
-def _cheapest(time_objective: TimeObjective, candidates: list) -> tuple[dict, list] | None:
-    candidates = [c for c in candidates if c is not None]
-    return min(candidates, key=lambda c: time_objective.cost(*c)) if candidates else None
-
-
 def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
           table: Pricing | None = None, reference: tuple[dict, list] | None = None) -> Solution:
     """The cheapest assignment of the problem, proven optimal unless the time limit hit; for
@@ -71,13 +66,13 @@ def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 
     if reference is None:
         plain = TimeObjective(problem, table)
         return _solve(problem, objective, time_limit, plain,
-                      _cheapest(plain, [default_assignment(problem), fewest]), start)
+                      cheapest(plain, [default_assignment(problem), fewest]), start)
     # The anchor: ExecuTorch's choices or the fewest transitions, whichever costs less with
     # the doubt over leaving ExecuTorch's charged (ties: ExecuTorch's).
-    anchor = _cheapest(TimeObjective(problem, table, reference), [reference, fewest])
+    anchor = cheapest(TimeObjective(problem, table, reference), [reference, fewest])
     time_objective = TimeObjective(problem, table, anchor)
     solution = _solve(problem, objective, time_limit, time_objective,
-                      _cheapest(time_objective, [anchor, default_assignment(problem), fewest]), start)
+                      cheapest(time_objective, [anchor, default_assignment(problem), fewest]), start)
     anchor_cost = time_objective.cost(*anchor)
     if saves_beyond_spread(anchor_cost, solution.cost, table.spread):
         return solution

@@ -22,7 +22,7 @@ class PricedLayout:
 
 def takes_costs(layout_pass_cls: type) -> bool:
     """Whether ``layout_pass_cls`` is constructed with a cost table (``costs=``)."""
-    return isinstance(layout_pass_cls, type) and issubclass(layout_pass_cls, PricedLayout)
+    return issubclass(layout_pass_cls, PricedLayout)
 
 
 def construct(layout_pass_cls: type, args: tuple, kwargs: dict, costs: CostTable | None):

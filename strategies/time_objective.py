@@ -25,6 +25,12 @@ from strategies.layout_problem import LayoutProblem, needed_transitions
 CAUTION = 1.0  # expected errors charged per unit of uncertainty
 
 
+def cheapest(time_objective: "TimeObjective", candidates: list) -> tuple[dict, list] | None:
+    """The first of ``candidates`` (assignments, None where there is none) that costs least."""
+    candidates = [c for c in candidates if c is not None]
+    return min(candidates, key=lambda c: time_objective.cost(*c)) if candidates else None
+
+
 def saves_beyond_spread(anchor_cost: float, cost: float, spread: float) -> bool:
     """Whether ``cost`` is below ``anchor_cost`` by more than ``spread`` (relative to the
     anchor's): only then does a time objective's search leave its anchor."""

@@ -17,11 +17,11 @@ from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.prefix import vulkan_lowering
 from strategies.bfs_time import TimeSearch
 from harness.targets import MeasureContext
-from strategies.gpu_costs import CostTable, load
+from strategies.gpu_costs import load
 from strategies.ilp import TIME_RELATIVE_GAP, partition_problems, solve
 
 from .conftest import QUICK_ZOO
-from .test_gpu_time import JustBelowTheDefault, operator_pairs, operators_of, random_table
+from .test_gpu_time import just_below_the_default, operators_of, random_table
 from .test_ilp import RANDOM_GRAPHS
 
 H100_TABLE = Path(__file__).resolve().parents[1] / "docs" / "cost-table" / "h100.json"
@@ -116,13 +116,10 @@ def test_it_leaves_the_faster_of_bfs_downstream_and_bfs_refined_only_for_a_savin
     """Every node 1 % cheaper outside ExecuTorch's choice, the table sure of it (ilp-time's
     test of the same rule): under a spread of 2 % bfs-time keeps the faster of bfs-downstream
     and bfs-refined, under none it takes the saving."""
-    lowering = vulkan_lowering(pipeline("synthetic_small"))
-    reference = operator_pairs(lowering.lower(strategies.get_strategy("bfs-downstream")))
-    operators = operators_of(partition_problems(lowering.programs))
+    lowering, table_of = just_below_the_default("synthetic_small")
 
     def predicted(spread: float) -> dict:
-        table = CostTable("synthetic", JustBelowTheDefault(reference), errors=dict.fromkeys(operators, 0.0),
-                          spread=spread)
+        table = table_of(spread)
         return {name: metrics.predicted_gpu_time(lowering.lower(strategies.get_strategy(name), table),
                                                  table)["predicted_gpu_ms"]
                 for name in ("bfs-downstream", "bfs-refined", "bfs-time")}

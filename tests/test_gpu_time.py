@@ -96,7 +96,7 @@ def operator_pairs(lowered) -> set:
             for n in p["nodes"] if not n["transition"] and "prepack" not in n["operator"]}
 
 
-class JustBelowTheDefault:
+class _JustBelowTheDefault:
     """A fitted model pricing every node 0.01 ms in ExecuTorch's own choice for it and 1 %
     less in any other pair; transitions free."""
 
@@ -116,7 +116,7 @@ def test_ilp_time_keeps_executorch_s_choices_where_its_table_is_unsure_of_the_di
     operators = operators_of(partition_problems(lowering.programs))
 
     def assignment(error: float) -> set:
-        table = CostTable("synthetic", JustBelowTheDefault(reference), errors=dict.fromkeys(operators, error))
+        table = CostTable("synthetic", _JustBelowTheDefault(reference), errors=dict.fromkeys(operators, error))
         lowered = lowering.lower(strategies.get_strategy("ilp-time"), table)
         validator.validate(lowered)
         return operator_pairs(lowered)
@@ -125,17 +125,28 @@ def test_ilp_time_keeps_executorch_s_choices_where_its_table_is_unsure_of_the_di
     assert assignment(error=0.0) != reference  # a table sure of it takes the saving
 
 
+def just_below_the_default(model: str):
+    """``model``'s lowering and, for a spread, a table pricing every node 1 % cheaper outside
+    ExecuTorch's choice for it (:class:`_JustBelowTheDefault`), sure of it, with that spread."""
+    lowering = vulkan_lowering(pipeline(model))
+    reference = operator_pairs(lowering.lower(strategies.get_strategy("bfs-downstream")))
+    operators = operators_of(partition_problems(lowering.programs))
+
+    def table(spread: float) -> CostTable:
+        return CostTable("synthetic", _JustBelowTheDefault(reference), errors=dict.fromkeys(operators, 0.0),
+                         spread=spread)
+
+    return lowering, table
+
+
 def test_ilp_time_leaves_its_anchor_only_for_a_saving_above_the_table_s_spread():
     """Every node 1 % cheaper outside ExecuTorch's choice, the table sure of it: under a spread
     of 2 % ilp-time keeps the cheaper of ExecuTorch's choices and the fewest transitions, under
     none it takes the saving."""
-    lowering = vulkan_lowering(pipeline("synthetic_small"))
-    reference = operator_pairs(lowering.lower(strategies.get_strategy("bfs-downstream")))
-    operators = operators_of(partition_problems(lowering.programs))
+    lowering, table_of = just_below_the_default("synthetic_small")
 
     def predicted(spread: float) -> dict:
-        table = CostTable("synthetic", JustBelowTheDefault(reference), errors=dict.fromkeys(operators, 0.0),
-                          spread=spread)
+        table = table_of(spread)
         times = {}
         for name in ("bfs-downstream", "ilp", "ilp-time"):
             lowered = lowering.lower(strategies.get_strategy(name), table)
