@@ -22,15 +22,15 @@ import dataclasses
 import os
 from pathlib import Path
 
-import models
+from costmodel.table import COSTS_ENV, CostTable, load
 from harness.pipeline.model import pipeline
-from harness.targets import MeasureContext, RunSettings
-from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.sweep.planning import run_sweep
 from harness.results.schema import metric
 from harness.results.store import RecordStore
+from harness.sweep.planning import run_sweep
+from harness.targets import MeasureContext, RunSettings
+from harness.targets.vulkan.prefix import vulkan_lowering
 from layoutkit.files import cache_root
-from strategies.gpu_costs import COSTS_ENV, CostTable, load
+import models
 
 DEFAULT_COSTS = Path(__file__).resolve().parent.parent / "docs" / "cost-table" / "h100.json"
 

@@ -13,12 +13,12 @@ import os
 import signal
 import sys
 
+from costmodel.table import COSTS_ENV
 from harness import quiet
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, explore, fitting, inspections, sweeps, upkeep
 from harness.commands.option_types import add_model_and_strategies, count, device_limits, gibibytes, positive
 from harness.results.schema import default_thresholds
-from strategies.gpu_costs import COSTS_ENV
 
 
 def _add_sweep_arguments(command, required: bool) -> None:

@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-OWN_PACKAGES = ("layoutkit", "harness", "strategies", "models", "benchmarks", "tests")
+OWN_PACKAGES = ("layoutkit", "costmodel", "harness", "strategies", "models", "benchmarks", "tests")
 INSTALLED = ("site-packages", "dist-packages")
 _CHECKED_HASH = 0b11  # a .pyc's flags: validated by its source's hash, checked at every import
 _compiled: dict[str, bytes] = {}  # source path -> the bytes its module was compiled from here

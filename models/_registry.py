@@ -11,12 +11,9 @@ not registered may still resolve:
   ``(module, example_inputs)`` pair;
 - as a program saved with ``torch.export.save`` (``path/to/model.pt2``), measured as saved.
 
-Variants, as suffixes in this order: ``<name>.unfused`` (any attention model, timm's fused
-SDPA switched off), then ``<name>.int8`` (any model, statically quantized to int8: see
-``models.quantization``) or ``<name>.fp16`` (the model as it is, computed by the backend in
-half precision: ET-VK's ``force_fp16``, what phones usually run), e.g.
-``deit_tiny_patch16_224.unfused.int8``. A factory may also return a module that is already
-exported or quantized; it is measured as it is.
+Variants, as suffixes of any of these (``deit_tiny_patch16_224.unfused.int8``), are
+:mod:`models.variants`'. A factory may also return a module that is already exported or
+quantized; it is measured as it is.
 """
 
 import fnmatch
@@ -28,15 +25,12 @@ from typing import Callable
 
 import torch
 
-from models import quantization
+from models.variants import INT8_SUFFIX, UNFUSED_SUFFIX, split_variants
 from layoutkit.errors import InvalidModelError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
 from layoutkit.source_loader import source_bytes
 
-UNFUSED_SUFFIX = ".unfused"
-INT8_SUFFIX = ".int8"
-FP16_SUFFIX = ".fp16"
 ENTRY_POINT_GROUP = "layoutbench.models"
 SAVED_PROGRAM_SUFFIX = ".pt2"
 WEIGHT_SEED = 0  # see create()
@@ -135,16 +129,6 @@ def list_zoos() -> list[str]:
     _load_built_ins()
     return sorted({zoo for entry in _models.values() for zoo in entry.zoos} | set(_zoo_variants)
                   | set(_family_catalogs))
-
-
-def _unfuse_attention(module: torch.nn.Module) -> int:
-    """Switch timm's fused SDPA off in every attention module; returns how many."""
-    count = 0
-    for sub in module.modules():
-        if hasattr(sub, "fused_attn"):
-            sub.fused_attn = False
-            count += 1
-    return count
 
 
 def _unknown(name: str) -> UnknownNameError:
@@ -251,70 +235,18 @@ def _resolve(base: str) -> _Source:
     raise _unknown(base)
 
 
-@dataclass(frozen=True)
-class _Variants:
-    base: str
-    unfused: bool
-    int8: bool
-    fp16: bool = False
-
-    @property
-    def suffix(self) -> str:
-        return ((UNFUSED_SUFFIX if self.unfused else "") + (INT8_SUFFIX if self.int8 else "")
-                + (FP16_SUFFIX if self.fp16 else ""))
-
-
-def _split_variants(name: str) -> _Variants:
-    """``<base>[.unfused][.int8|.fp16]`` -> its base and variants."""
-    int8, fp16 = name.endswith(INT8_SUFFIX), name.endswith(FP16_SUFFIX)
-    name = name.removesuffix(INT8_SUFFIX).removesuffix(FP16_SUFFIX)
-    unfused = name.endswith(UNFUSED_SUFFIX)
-    return _Variants(name.removesuffix(UNFUSED_SUFFIX), unfused, int8, fp16)
-
-
-def half_precision(name: str) -> bool:
-    """Whether ``name`` is a ``.fp16`` variant: computed by the backend in half precision."""
-    return _split_variants(name).fp16
-
-
-def _unfused(spec: ModelSpec, base: str) -> None:
-    if spec.exported is not None:
-        raise InvalidModelError(f"'{base}' is an exported program; its attention cannot be unfused")
-    if _unfuse_attention(spec.module) == 0:
-        raise InvalidModelError(f"'{base}' has no fused attention to unfuse")
-
-
-def _quantized(spec: ModelSpec, base: str) -> None:
-    """Quantize in place; a saved program is quantized from its module and exported again."""
-    module = spec.exported.module() if spec.exported is not None else spec.module
-    if quantization.is_quantized(module):
-        raise InvalidModelError(f"'{base}' is quantized already; name it without {INT8_SUFFIX}")
-    spec.module, spec.exported = quantization.quantize_int8(module, spec.example_inputs), None
-
-
-def _variant_digest(variants: _Variants, base_digest: str) -> str:
-    """The base's digest, and for .int8 the quantization code's, so changing either re-measures."""
-    if not variants.int8:
-        return base_digest
-    quantization_digest = _digest_files([inspect.getsourcefile(quantization)])
-    return hashlib.sha256(f"{base_digest}:{quantization_digest}".encode()).hexdigest()[:16]
-
-
 def create(name: str) -> ModelSpec:
     """Build the model registered (or resolvable) as ``name``: random weights are drawn from a
     generator seeded for the build, so that every build of a model has the same weights (an
     export cached by one process and a program lowered by another must agree with the eager
     module a third one builds to check a program's outputs)."""
-    variants = _split_variants(name)
+    variants = split_variants(name)
     source = _resolve(variants.base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
         spec = source.build()
-    spec.source_digest = _variant_digest(variants, spec.source_digest or source.digest())
-    if variants.unfused:
-        _unfused(spec, variants.base)
-    if variants.int8:
-        _quantized(spec, variants.base)
+    spec.source_digest = variants.digest(spec.source_digest or source.digest())
+    variants.apply(spec)
     spec.name = name
     return spec
 
@@ -322,13 +254,13 @@ def create(name: str) -> ModelSpec:
 def source_digest(name: str) -> str:
     """The digest of what defines ``name`` (the zoo's files, a user factory's file, a saved
     program's bytes; the quantization code for .int8), without building the model."""
-    variants = _split_variants(name)
-    return _variant_digest(variants, _resolve(variants.base).digest())
+    variants = split_variants(name)
+    return variants.digest(_resolve(variants.base).digest())
 
 
 def check_model_name(name: str) -> None:
     """Raise a UsageError for a name ``create`` could not resolve, without building it."""
-    _resolve(_split_variants(name).base)
+    _resolve(split_variants(name).base)
 
 
 def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str]:
@@ -351,7 +283,7 @@ def _expand(pattern: str) -> list[str]:
     """The names a glob selects: ``<family>:<glob>`` from the family's catalog (trailing
     variant suffixes kept), else from the registered models."""
     _load_built_ins()
-    variants = _split_variants(pattern)
+    variants = split_variants(pattern)
     prefix, separator, argument = variants.base.partition(":")
     if separator and prefix in _family_catalogs:
         names = [f"{prefix}:{a}" for a in fnmatch.filter(_family_catalogs[prefix](), argument)]

@@ -9,7 +9,8 @@ ET-VK 1.5.1: fastvit_t8, levit_128s, repvit_m1, timm:coat_lite_tiny and timm:eff
 lower but do not (docs/gpu-time.md says why).
 """
 
-from models._registry import FP16_SUFFIX, INT8_SUFFIX, add_to_zoo
+from models._registry import add_to_zoo
+from models.variants import FP16_SUFFIX, INT8_SUFFIX
 
 CALIBRATION_CORPUS = (
     # the quick zoo

@@ -19,10 +19,10 @@ and a new strategy is one module.
 
 import fnmatch
 
+from costmodel.table import NO_TABLE
 from layoutkit.errors import UnavailableError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
-from strategies.gpu_costs import NO_TABLE
 from strategies.priced_layout import takes_costs
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"

@@ -3,11 +3,11 @@ cost table, no solver (docs/gpu-time.md: how it searches, and the numbers)."""
 
 from operator import itemgetter
 
+from costmodel.pricing import Pricing
 from strategies._registry import register_strategy
 from strategies.bfs_refined import BfsRefined, LocalSearch
 from strategies.layout_problem import LayoutProblem
 from strategies.priced_layout import PricedLayout
-from strategies.pricing import Pricing
 from strategies.representations import packed_dim_info
 from strategies.time_objective import TimeObjective, cheapest, saves_beyond_spread
 

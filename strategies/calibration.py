@@ -14,11 +14,11 @@ policies to compare.
 
 import collections
 
+from costmodel.pricing import Pricing
+from costmodel.queries import Price, pair_name
 from strategies._registry import register_strategy
-from strategies.gpu_costs import Price, pair_name
 from strategies.ilp import IlpLayout, solve
 from strategies.layout_problem import LayoutProblem, apply_assignment, extract
-from strategies.pricing import Pricing
 from executorch.exir.pass_base import PassResult
 
 MAX_ROUNDS = 8

@@ -12,9 +12,9 @@ import highspy
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
+from costmodel.pricing import Pricing
 from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
-from strategies.pricing import Pricing
 from strategies.ilp_model import column_values, default_assignment, formulate
 from strategies.layout_problem import (
     LayoutProblem,

@@ -12,7 +12,7 @@ Formulation over a :class:`~strategies.layout_problem.LayoutProblem`:
   need the same target share one clone, as ExecuTorch's transition cache does.
 
 Objective: the number of clones (``count``), the bytes they write (``bytes``), or the
-predicted GPU time of the assignment under a cost table (``time``, :mod:`strategies.gpu_costs`),
+predicted GPU time of the assignment under a cost table (``time``, :mod:`costmodel.table`),
 plus a tie-break that prefers ExecuTorch's default representation (width-packed texture), so
 equal-cost optima are chosen reproducibly; it sums to less than half a unit of an integer
 cost, and to a microsecond's thousandth of a time. For ``time``:

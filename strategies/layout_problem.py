@@ -16,18 +16,16 @@ import torch
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node_repr_or_transition
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
+from costmodel.features import TRANSITION, GraphLoad
+from costmodel.prediction import Prediction
+from costmodel.pricing import Pricing
+from costmodel.queries import Price, Query, pair_name, transition_signature
+from costmodel.signatures import graph_digest, node_values, op_name, signature
 from layoutkit.errors import InvalidAssignmentError
-from strategies.gpu_costs import Price, Query, graph_digest, pair_name, transition_signature
-from strategies.pricing import Pricing
-from strategies.prediction import Prediction
-from strategies.cost_features import TRANSITION, GraphLoad
-from strategies.node_signature import signature
 from strategies.representations import (
     DEFAULT_REPR,
     Repr,
     as_pair,
-    node_values,
-    op_name,
     packed_dim_info,
     reprs_of,
     tensor_bytes,

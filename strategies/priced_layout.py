@@ -1,7 +1,7 @@
 """A layout pass that prices its choices with a device's cost table, handed to its constructor."""
 
+from costmodel.table import NO_TABLE, CostTable
 from layoutkit.errors import UnavailableError
-from strategies.gpu_costs import NO_TABLE, CostTable
 
 
 class PricedLayout:

@@ -18,7 +18,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
     VkStorageType,
 )
 
-from strategies.gpu_costs import pair_name
+from costmodel.queries import pair_name
 
 Repr = tuple[VkStorageType, VkMemoryLayout]
 
@@ -137,12 +137,6 @@ def repset_name(repset: vk_utils.TensorRepSet) -> str:
     return " | ".join(parts) or "anything"
 
 
-def node_values(node: torch.fx.Node) -> list:
-    """The fake tensors a node produces: one, or one per output of a multi-output op."""
-    val = node.meta["val"]
-    return list(val) if isinstance(val, (list, tuple)) else [val]
-
-
 def node_reprs(node: torch.fx.Node) -> list:
     """A tagged node's representations: one, or one per output of a multi-output op."""
     representation = vk_utils.get_node_repr(node)
@@ -152,8 +146,3 @@ def node_reprs(node: torch.fx.Node) -> list:
 def first_repr(node: torch.fx.Node):
     """The representation of a node's first tagged output (a multi-output node keeps a list)."""
     return next((r for r in node_reprs(node) if r is not None), None)
-
-
-def op_name(target) -> str:
-    """An operator's name, e.g. ``aten.linear.default`` (``str`` of an edge op is its schema)."""
-    return getattr(target, "__name__", str(target))

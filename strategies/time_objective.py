@@ -2,7 +2,7 @@
 cost table is unsure of, relative to an anchor it leaves only for a saving it can measure.
 
 A cost table measures some prices on the model itself and fits the rest, with an error it
-expects of the fit per operator (:mod:`strategies.gpu_costs`). An optimiser that takes fitted
+expects of the fit per operator (:mod:`costmodel.table`). An optimiser that takes fitted
 prices at face value buys savings the fit only imagines: it puts a node in a pair the table
 prices a few per cent lower, where the table is wrong by more than that. So a node that
 leaves its *reference* pair pays, on top of its price in the new pair, the error expected of

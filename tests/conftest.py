@@ -44,10 +44,10 @@ quiet.apply(verbose=False)  # here and in every worker process the tests start
 # The commands the tests start run here, not in a developer's warm server (tests/test_warm_server.py starts its own).
 os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 
-import models  # noqa: E402
+from costmodel.table import COSTS_ENV  # noqa: E402
 from harness.cache import KINDS  # noqa: E402
 from harness.targets.vulkan import runners  # noqa: E402
-from strategies.gpu_costs import COSTS_ENV  # noqa: E402
+import models  # noqa: E402
 from tests.helpers.tables import TRANSITIONS_ONLY  # noqa: E402
 
 QUICK_ZOO = models.list_models(zoo="quick")

@@ -116,7 +116,7 @@ def test_arm_suite_tracks_transposes_and_vela_cycles(monkeypatch):
 
 def test_suite_tracks_predicted_gpu_time_under_the_h100_table_by_default(monkeypatch):
     from benchmarks._suites import DEFAULT_COSTS
-    from strategies.gpu_costs import COSTS_ENV, load
+    from costmodel.table import COSTS_ENV, load
 
     monkeypatch.delenv(COSTS_ENV)
     monkeypatch.setattr(suite.VulkanLayout, "params", (["synthetic_small"], ["bfs-downstream", "ilp-time"]))
@@ -139,7 +139,7 @@ def test_layout_pass_times_ilp_time_under_the_suites_cost_table(monkeypatch):
     so it is timed like every other strategy's."""
     from benchmarks import bench_layout_pass
     from benchmarks._suites import DEFAULT_COSTS
-    from strategies.gpu_costs import COSTS_ENV, load
+    from costmodel.table import COSTS_ENV, load
 
     monkeypatch.delenv(COSTS_ENV)
     monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small"])
@@ -153,7 +153,7 @@ def test_layout_pass_times_ilp_time_under_the_suites_cost_table(monkeypatch):
 
 def test_layout_pass_skips_a_strategy_this_host_cannot_run_with_its_reason(monkeypatch):
     from benchmarks import bench_layout_pass
-    from strategies.gpu_costs import COSTS_ENV
+    from costmodel.table import COSTS_ENV
 
     monkeypatch.delenv(COSTS_ENV)
     bench = bench_layout_pass.LayoutPass()

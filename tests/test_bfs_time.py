@@ -8,16 +8,16 @@ from pathlib import Path
 import executorch.backends.vulkan.utils as vk_utils
 import pytest
 
-import strategies
+from costmodel.table import load
 from harness.pipeline.model import pipeline
+from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
 from harness.sweep.planning import run_sweep
-from harness.results.store import RecordStore
+from harness.targets import MeasureContext
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.prefix import vulkan_lowering
+import strategies
 from strategies.bfs_time import TimeSearch
-from harness.targets import MeasureContext
-from strategies.gpu_costs import load
 from strategies.ilp import TIME_RELATIVE_GAP, partition_problems, solve
 
 from .conftest import QUICK_ZOO

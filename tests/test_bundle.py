@@ -160,7 +160,7 @@ def test_the_limits_given_to_run_sh_or_import_remote_are_the_records(results, tm
     """Limits where no vulkaninfo reads them: run.sh --limits writes them (in remote_runner.py's
     order); run.sh without states none and says why, and import-remote --limits states them in the
     records; limits malformed, one line, exit 2, nothing run."""
-    from strategies.device_limits import DeviceLimits
+    from costmodel.device_limits import DeviceLimits
 
     bundle, saved = tmp_path / "bundle", tmp_path / "saved"
     saved.mkdir()

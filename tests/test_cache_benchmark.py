@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from strategies.gpu_costs import COSTS_ENV
+from costmodel.table import COSTS_ENV
 
 from .helpers.caches import link_user_caches
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout
 
-import strategies
+from costmodel.device_limits import LIMITS, DeviceLimits
+from costmodel.table import CostTable, load, parse
 from harness.errors import UsageError
 from harness.pipeline.model import pipeline
 from harness.results.results_dir import ResultsDir
@@ -23,9 +24,8 @@ from harness.targets import MeasureContext
 from harness.targets.vulkan import metrics
 from harness.targets.vulkan.device import vulkan_device, vulkan_limits
 from harness.targets.vulkan.prefix import vulkan_lowering
+import strategies
 from strategies.calibration import round_name
-from strategies.device_limits import LIMITS, DeviceLimits
-from strategies.gpu_costs import CostTable, load, parse
 from strategies.representations import image_extents
 
 MODEL = "synthetic_small"

@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
 
-import strategies
-from harness.inspection import calibration, costs, profile
+from costmodel.measurements import read_measurements, write_measurements
+from costmodel.table import load as load_table
+from harness.inspection import costs, profile
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.targets.vulkan.remote_import import MADE_BY, import_remote
+from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, make_record
 from harness.targets.vulkan import latency, metrics
 from harness.targets.vulkan.dispatches import (
@@ -32,9 +32,11 @@ from harness.targets.vulkan.dispatches import (
     node_map,
     read_dispatches,
 )
-from harness.results.results_dir import ResultsDir
+from harness.targets.vulkan.measured_nodes import load_measurements
+from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.remote_import import MADE_BY, import_remote
 from layoutkit.errors import UsageError
-from strategies import gpu_costs
+import strategies
 from tests.helpers.tables import TRANSITIONS_ONLY
 
 DATA = Path(__file__).parent / "data" / "etvk"
@@ -436,7 +438,7 @@ def test_calibrate_fits_a_cost_table_from_runs_made_elsewhere(tmp_path, capsys):
     runs = _results_dir(tmp_path / "runs", "lavapipe", LAVAPIPE_LIMITS)
     table_path = tmp_path / "lavapipe.json"
     assert cli.main(["calibrate", "--fit", str(runs), "--table", str(table_path)]) == 0
-    table = gpu_costs.load(table_path)
+    table = load_table(table_path)
     assert table.device == "lavapipe" and table.nodes and table.model.kind == "lightgbm"
     assert table.limits.to_json() == LAVAPIPE_LIMITS  # the device's limits, as its runs read them
     graph = json.loads((DATA / "bfs-downstream.nodes.json").read_text())["partitions"][0]["graph"]
@@ -460,16 +462,16 @@ def test_calibrate_keeps_the_device_s_limits_with_its_nodes_or_takes_them_stated
     from harness import cli
 
     runs, kept = _results_dir(tmp_path / "runs", "lavapipe", LAVAPIPE_LIMITS), tmp_path / "nodes.jsonl.gz"
-    assert calibration.load_measurements([runs]).limits.to_json() == LAVAPIPE_LIMITS
-    calibration.write_measurements(calibration.load_measurements([runs]), kept)
-    assert calibration.read_measurements(kept).limits.to_json() == LAVAPIPE_LIMITS
+    assert load_measurements([runs]).limits.to_json() == LAVAPIPE_LIMITS
+    write_measurements(load_measurements([runs]), kept)
+    assert read_measurements(kept).limits.to_json() == LAVAPIPE_LIMITS
     unknown = _results_dir(tmp_path / "unknown", "lavapipe")
-    assert calibration.load_measurements([unknown]).limits is None
+    assert load_measurements([unknown]).limits is None
     table_path = tmp_path / "phone.json"
     phone = {"maxImageDimension3D": 16384, "maxStorageBufferRange": 134217728}
     assert cli.main(["calibrate", "--fit", str(unknown), "--table", str(table_path), "--limits",
                      ",".join(f"{name}={value}" for name, value in phone.items())]) == 0
-    assert gpu_costs.load(table_path).limits.to_json() == phone
+    assert load_table(table_path).limits.to_json() == phone
     assert "its limits {'maxImageDimension3D': 16384" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["calibrate", "--fit", str(unknown), "--limits", "maxImageDimension3D=big"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CODE = ("harness", "strategies", "models", "benchmarks", "layoutkit")
+CODE = ("harness", "strategies", "costmodel", "models", "benchmarks", "layoutkit")
 
 # Anywhere: paths of a particular machine or run, the builders' tools, the making of it.
 EVERYWHERE = {

@@ -8,10 +8,13 @@ import random
 import pandas as pd
 import pytest
 
+from costmodel import gradient_boosted
+from costmodel.fit import ERROR_QUANTILE
+from costmodel.measurements import Measurements, write_measurements
+from costmodel.prediction import Prediction
+from costmodel.queries import Price
 from harness import cli
-from harness.inspection import calibration, coverage, validation
-from strategies.gpu_costs import Price
-from strategies.prediction import Prediction
+from harness.inspection import coverage, validation
 
 from .test_gpu_time import NAMES, _measurements, _relu_ms
 
@@ -41,7 +44,7 @@ def test_a_model_is_covered_where_its_realized_error_lies_within_the_stated_one(
         "held-out models: it claims 50%")
 
 
-def _deviating_models(models: int, nodes: int, spread: float, seed: int) -> calibration.Measurements:
+def _deviating_models(models: int, nodes: int, spread: float, seed: int) -> Measurements:
     """Models whose nodes follow one shape dependence per operator, each model's nodes of an
     operator off it by one factor of its own (log-normal, ``spread``): what a fit cannot learn
     from other models, as a real model's kernels differ from the corpus's."""
@@ -64,13 +67,13 @@ def test_leaving_one_model_out_the_expected_error_holds_as_often_as_it_claims(tm
     log-normal factor per operator, that is the share the field claims (a median): 6 of 12.
     Twice the same errors bound 10 of 12, outside the band, as would errors per operator taken
     at another quantile."""
-    monkeypatch.setattr(calibration, "ROUNDS", 50)  # trees enough for three operators' shapes
-    nodes = calibration.write_measurements(_deviating_models(12, 18, 0.1, 0), tmp_path / "nodes.jsonl.gz")
+    monkeypatch.setattr(gradient_boosted, "ROUNDS", 50)  # trees enough for three operators' shapes
+    nodes = write_measurements(_deviating_models(12, 18, 0.1, 0), tmp_path / "nodes.jsonl.gz")
     assert cli.main(["calibrate", "--fit", str(nodes), "--validate", "--out", str(tmp_path / "lomo"),
                      "--workers", "0"]) == 0
     programs = pd.read_csv(tmp_path / "lomo" / "validation.csv")
     assert (programs["expected_error"] > 0).all()
     summary = validation.summary(programs)
     within = coverage.covered(summary)
-    assert abs(within.mean() - calibration.ERROR_QUANTILE) <= 0.15, within
-    assert coverage.coverage_line(summary, calibration.ERROR_QUANTILE) in capsys.readouterr().err
+    assert abs(within.mean() - ERROR_QUANTILE) <= 0.15, within
+    assert coverage.coverage_line(summary, ERROR_QUANTILE) in capsys.readouterr().err

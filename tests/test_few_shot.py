@@ -7,9 +7,12 @@ import random
 
 import pytest
 
-from harness.inspection import calibration, few_shot
+from costmodel.measurements import Measurements
+from costmodel.per_operator import PerOperatorModel
+from costmodel.queries import ANY, Query
+from costmodel.table import CostTable, parse
+from harness.inspection import few_shot
 from harness.sweep import table_check
-from strategies.gpu_costs import ANY, CostTable, PerOperatorModel, Query, parse
 
 from .test_gpu_time import NAMES, _measurements, _query
 from .test_vulkan_run import real_runner  # noqa: F401  (a fixture)
@@ -24,7 +27,7 @@ def _prior() -> CostTable:
                      errors={RELU: 0.05, GELU: 0.3}, spread=0.01).identified()
 
 
-def _device(ratios: dict, models=4, nodes=30, noise=0.0, seed=0, gelus=lambda model: 0.5) -> calibration.Measurements:
+def _device(ratios: dict, models=4, nodes=30, noise=0.0, seed=0, gelus=lambda model: 0.5) -> Measurements:
     """A new device's measurements of ``models`` made-up models (``gelus(model)``: the share of
     its nodes that are gelus, the rest relus): each node the prior's price times its
     operator's ratio (and a random factor within ``noise``)."""

@@ -14,9 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import strategies
+from costmodel.features import TRANSITION, GraphLoad, weight_bytes
+from costmodel.fit import _graph_loads, fit, program_spread
+from costmodel.measurements import NODE_COLUMNS, PROGRAM_COLUMNS, Measurements
+from costmodel.per_operator import PerOperatorModel
+from costmodel.queries import Query, pair_name, transition_signature
+from costmodel.table import UNSEEN_OPERATOR_ERROR, CostTable, load
 from harness.errors import UsageError
-from harness.inspection import calibration, validation
+from harness.inspection import validation
 from harness.pipeline.model import pipeline
 from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
@@ -25,17 +30,8 @@ from harness.targets import MeasureContext
 from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.dispatches import node_map
 from harness.targets.vulkan.prefix import vulkan_lowering
+import strategies
 from strategies.calibration import round_name
-from strategies.cost_features import TRANSITION, GraphLoad, weight_bytes
-from strategies.gpu_costs import (
-    UNSEEN_OPERATOR_ERROR,
-    CostTable,
-    PerOperatorModel,
-    Query,
-    load,
-    pair_name,
-    transition_signature,
-)
 from strategies.ilp import partition_problems, solve
 from strategies.layout_problem import extract, read_assignment
 
@@ -164,9 +160,9 @@ def test_ilp_time_leaves_its_anchor_only_for_a_saving_above_the_table_s_spread()
 
 def test_a_fitted_table_carries_the_spread_of_its_programs_runs():
     programs = pd.DataFrame([[0, f"m{i}", "s", None, [1.0, 1.0 + i / 1000, 1.0]] for i in range(11)],
-                            columns=calibration.PROGRAM_COLUMNS)
-    assert calibration.program_spread(programs) == pytest.approx(0.009)  # the 90th of 0 .. 1 %
-    assert calibration.program_spread(programs.assign(process_ms=[[1.0]] * 11)) == 0.0
+                            columns=PROGRAM_COLUMNS)
+    assert program_spread(programs) == pytest.approx(0.009)  # the 90th of 0 .. 1 %
+    assert program_spread(programs.assign(process_ms=[[1.0]] * 11)) == 0.0
 
 
 def _query(node: str, operator: str = "aten.relu.default", shape=(1, 8, 8, 8), pair=NAMES[0]) -> Query:
@@ -185,7 +181,7 @@ def test_a_node_measured_on_the_model_is_priced_from_its_measurement():
     assert CostTable.from_json(json.loads(table.to_bytes())).to_json() == table.to_json()
 
 
-def _measurements(rows: list[tuple], device: str = "gpu", dtype: str = "float32") -> calibration.Measurements:
+def _measurements(rows: list[tuple], device: str = "gpu", dtype: str = "float32") -> Measurements:
     """Measurements of made-up programs of ``dtype`` nodes: rows of (model, node, operator,
     shape, representation, ms), and optionally the shapes of the node's weights."""
     nodes = pd.DataFrame([{
@@ -194,11 +190,11 @@ def _measurements(rows: list[tuple], device: str = "gpu", dtype: str = "float32"
         "signature": {"operator": operator, "args": [{"t": list(shape)}, *({"w": w} for w in (weights or [[]])[0])],
                       "kwargs": {}, "outputs": [list(shape)], "dtype": dtype}}
         for model, node, operator, shape, pair, ms, *weights in rows],
-        columns=calibration.NODE_COLUMNS)
+        columns=NODE_COLUMNS)
     totals = nodes.groupby("model")["ms"].sum()
     programs = pd.DataFrame([[0, model, "s", None, [float(ms)]] for model, ms in totals.items()],
-                            columns=calibration.PROGRAM_COLUMNS)
-    return calibration.Measurements(device, nodes, programs)
+                            columns=PROGRAM_COLUMNS)
+    return Measurements(device, nodes, programs)
 
 
 def _relu_ms(shape: tuple, pair: str) -> float:
@@ -218,7 +214,7 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
             pair = NAMES[index % 2 * 3]  # a width-packed texture or buffer
             rows.append((f"m{model}", f"relu{index}", "aten.relu.default", shape, pair, _relu_ms(shape, pair)))
     measurements = _measurements(rows)
-    table = calibration.fit(measurements)
+    table = fit(measurements)
     assert len(table.nodes) == len(rows) and table.corpus["models"] == [f"m{m}" for m in range(6)]
     assert 0 < table.errors["aten.relu.default"] < 0.1
     unseen = [(1, 16, 24, 41), (1, 8, 90, 13), (1, 64, 32, 50), (1, 3, 77, 2)]
@@ -281,7 +277,7 @@ def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by, tol
         rows.append((f"m{model}", "linear", "aten.linear.default", (1, 1024), NAMES[3], 0.02,
                      [[16384 if heavy and heavier_by == "weights" else 64, 1024]]))
     measurements = _measurements(rows, dtype="int8")
-    loads = calibration._graph_loads(measurements.nodes)
+    loads = _graph_loads(measurements.nodes)
     if heavier_by == "weights":
         assert {g: load.weight_bytes for g, load in loads.items()} == {
             f"m{m}": 16384 * 1024 if m % 2 else 64 * 1024 for m in range(8)}  # int8 matrices, a byte an element
@@ -442,7 +438,7 @@ def test_a_fitted_model_prices_a_query_like_one_it_priced_before_as_it_did():
     rows = [(f"m{m}", f"relu{i}", "aten.relu.default", shape, NAMES[i % 2 * 3], _relu_ms(shape, NAMES[i % 2 * 3]))
             for m in range(3) for i in range(40)
             for shape in [(1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64))]]
-    model = calibration.fit(_measurements(rows)).model
+    model = fit(_measurements(rows)).model
     queries = [_query(f"n{i}", shape=(1, 8 + i % 5, 16, 9), pair=NAMES[i % 2 * 3]) for i in range(30)]
     together = model.predict(queries)
     fresh = pickle.loads(pickle.dumps(model))  # a worker's copy: the text of the trees, no prices kept

@@ -8,21 +8,21 @@ import pytest
 import torch
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType
 
-import models
-import strategies
+from costmodel.queries import pair_name
 from harness.errors import InvalidAssignmentError, InvalidModelError, UnknownNameError
 from harness.pipeline.export_cache import export_model
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.sweep.planning import run_sweep
-from harness.sweep.execution import Execution
 from harness.results.store import RecordStore
+from harness.sweep.execution import Execution
+from harness.sweep.planning import run_sweep
 from harness.targets import MeasureContext
 from harness.targets.accuracy import tolerance
 from harness.targets.vulkan import metrics, runners, validator
+from harness.targets.vulkan.prefix import vulkan_lowering
 from harness.targets.vulkan.targets import lower_and_count
+import models
 from models.quantization import is_quantized
-from strategies.gpu_costs import pair_name
+import strategies
 from strategies.ilp import partition_problems
 from strategies.representations import tensor_bytes
 

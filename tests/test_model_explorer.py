@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import strategies
+from costmodel.table import load
 from harness import cli
 from harness.inspection.explain import compare_strategies
 from harness.inspection.explorer_ids import drawn_as
@@ -21,7 +21,7 @@ from harness.results.store import make_record
 from harness.targets.vulkan.etrecord import model_edge_graph
 from harness.targets.vulkan.metrics import partition_transitions, predicted_gpu_time
 from harness.targets.vulkan.prefix import vulkan_lowering
-from strategies.gpu_costs import load
+import strategies
 
 from .helpers.browser import DevTools, chromium
 from .helpers.explorer import explore

@@ -4,9 +4,10 @@ table, or a table with no probes, is one line and exit 2."""
 
 import json
 
+from costmodel.per_operator import PerOperatorModel
+from costmodel.table import CostTable
 from harness import cli
-from harness.inspection.preferences import preferences
-from strategies.gpu_costs import CostTable, PerOperatorModel
+from costmodel.preferences import preferences
 
 TEXTURE_W, TEXTURE_C, BUFFER_W = "TEXTURE_3D/WIDTH_PACKED", "TEXTURE_3D/CHANNELS_PACKED", "BUFFER/WIDTH_PACKED"
 LINEAR, CONVOLUTION, ADD = "aten.linear.default", "aten.convolution.default", "aten.add.Tensor"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from costmodel.table import COSTS_ENV
 import strategies
-from strategies.gpu_costs import COSTS_ENV
 
 from .helpers.caches import link_user_caches
 

@@ -11,14 +11,14 @@ import textwrap
 
 import pytest
 
-import strategies
+from costmodel.table import COSTS_ENV
 from harness import cli
-from harness.sweep.planning import run_sweep
-from harness.sweep.execution import Execution
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, key, make_record
+from harness.sweep.execution import Execution
+from harness.sweep.planning import run_sweep
 from harness.targets.base import MeasureContext
-from strategies.gpu_costs import COSTS_ENV
+import strategies
 from tests.helpers.caches import with_shared_entries
 from tests.helpers.failing_writes import fail_writes
 

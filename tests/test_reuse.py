@@ -34,7 +34,7 @@ def checkout(tmp_path_factory) -> Path:
     """A working copy of the project (as a dirty tree would be), with its own caches, and a
     user's plug-in module beside it."""
     root = tmp_path_factory.mktemp("checkout")
-    for item in ("layoutkit", "harness", "strategies", "models", "tests"):
+    for item in ("layoutkit", "costmodel", "harness", "strategies", "models", "tests"):
         shutil.copytree(ROOT / item, root / item, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "mymod.py").write_text(USER_PASS)
     with_shared_entries(root / "cache")

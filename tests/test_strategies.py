@@ -2,11 +2,11 @@
 
 import pytest
 
-import strategies
-from harness.targets.vulkan import validator
 from harness.errors import InvalidAssignmentError, UnknownNameError
 from harness.pipeline.model import pipeline
+from harness.targets.vulkan import validator
 from harness.targets.vulkan.prefix import vulkan_lowering
+import strategies
 
 BUILT_INS = {"bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed"}
 
@@ -102,7 +102,7 @@ def test_a_priced_strategy_reads_its_table_from_its_constructor_and_nowhere_else
     import os
 
     from layoutkit.errors import UnavailableError
-    from strategies.gpu_costs import COSTS_ENV
+    from costmodel.table import COSTS_ENV
 
     from .helpers.tables import TRANSITIONS_ONLY
 

@@ -7,9 +7,10 @@ import re
 
 import pytest
 
+from costmodel import gradient_boosted
+from costmodel.measurements import read_measurements, write_measurements
 from harness import cli
 from harness.commands import fitting
-from harness.inspection import calibration
 
 from .test_gpu_time import NAMES, _measurements, _relu_ms
 
@@ -21,13 +22,13 @@ LIMITS = "maxImageDimension3D=2048,maxImageDimension2D=16384,maxStorageBufferRan
 def nodes(tmp_path, monkeypatch):
     """Three made-up models' measured nodes, as calibrate --nodes keeps them; fitted in 50
     rounds (what is tested is which tables are fitted, not how well)."""
-    monkeypatch.setattr(calibration, "ROUNDS", 50)
+    monkeypatch.setattr(gradient_boosted, "ROUNDS", 50)
     rng = random.Random(5)
     rows = [(model, f"relu{index}", "aten.relu.default", shape, NAMES[index % 2 * 3],
              _relu_ms(shape, NAMES[index % 2 * 3]) * (1 + number / 10))
             for number, model in enumerate(MODELS) for index, shape in
             enumerate((1, rng.randint(2, 64), rng.randint(2, 64), rng.randint(1, 64)) for _ in range(30))]
-    return calibration.write_measurements(_measurements(rows), tmp_path / "nodes.jsonl.gz")
+    return write_measurements(_measurements(rows), tmp_path / "nodes.jsonl.gz")
 
 
 def _validate(nodes, out, capsys, *options) -> tuple[int, str, list[str]]:
@@ -75,9 +76,9 @@ def test_tables_of_other_measurements_or_limits_are_fitted_again(nodes, tmp_path
     assert _validate(nodes, out, capsys)[2] == MODELS
     assert _validate(nodes, out, capsys)[2] == [], "the same measurements and fit: every table kept"
     assert _validate(nodes, out, capsys, "--limits", LIMITS)[2] == MODELS
-    changed = calibration.read_measurements(nodes)
+    changed = read_measurements(nodes)
     changed.nodes.loc[changed.nodes["model"] == "m2", "ms"] *= 1.01  # what no table without m2 was fitted from
-    changed = calibration.write_measurements(changed, tmp_path / "changed.jsonl.gz")
+    changed = write_measurements(changed, tmp_path / "changed.jsonl.gz")
     assert _validate(changed, out, capsys, "--limits", LIMITS)[2] == MODELS
     other = tmp_path / "other"  # a table renamed as another model's is not that model's
     (other / "held-out").mkdir(parents=True)

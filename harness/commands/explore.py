@@ -6,9 +6,9 @@ import os
 import socket
 import sys
 
+from costmodel.table import COSTS_ENV
 from harness.commands import PROGRAM
 from harness.commands.option_types import add_model_and_strategies
-from strategies.gpu_costs import COSTS_ENV
 
 DEFAULT_PORT = 8080  # Model Explorer's: from it, the first free port up to 8099
 

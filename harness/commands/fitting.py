@@ -31,8 +31,10 @@ def calibrate(args) -> int:
         start_local_workers(args)
     import models
     import strategies
-    from harness.inspection import calibration
+    from costmodel.fit import fit
+    from costmodel.measurements import write_measurements
     from harness.results.results_dir import ResultsDir
+    from harness.targets.vulkan.measured_nodes import load_measurements
     from strategies.calibration import MAX_ROUNDS, round_name
 
     if args.rounds > MAX_ROUNDS:
@@ -49,11 +51,11 @@ def calibrate(args) -> int:
             records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
-    measurements = calibration.load_measurements(args.fit or [args.out])
+    measurements = load_measurements(args.fit or [args.out])
     if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
         measurements.limits = args.limits
     if args.nodes:
-        print(f"{PROGRAM}: measured nodes kept in {calibration.write_measurements(measurements, args.nodes)}",
+        print(f"{PROGRAM}: measured nodes kept in {write_measurements(measurements, args.nodes)}",
               file=sys.stderr)
     if args.validate:
         return _validate(args, measurements)
@@ -63,7 +65,7 @@ def calibrate(args) -> int:
         if table is None:
             return 0
     else:
-        table = calibration.fit(measurements)
+        table = fit(measurements)
     _write_table(path, table)
     limits = f"; its limits {table.limits.to_json()}" if table.limits else "; no device limits (calibrate --limits)"
     print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
@@ -90,8 +92,8 @@ def add_few_shot_arguments(calibrate) -> None:
 
 def _prior(args):
     """The ``--prior`` table and the measurements kept beside it (``NAME-nodes.jsonl.gz``)."""
+    from costmodel.measurements import read_measurements
     from harness.errors import UsageError
-    from harness.inspection import calibration
     from harness.sweep import table_check
 
     table = table_check.load_checked(args.prior)
@@ -99,7 +101,7 @@ def _prior(args):
     if not nodes.is_file():
         raise UsageError(f"--prior {args.prior}: its measured nodes ({nodes}) are not beside it; they say which "
                          "programs the prior measured (calibrate --nodes keeps them)")
-    return table, calibration.read_measurements(nodes)
+    return table, read_measurements(nodes)
 
 
 def _sweep_chosen(args, prior, candidates) -> list[dict]:
@@ -195,15 +197,16 @@ def _transfer(args, prior, measurements):
 
 def _study(args) -> int:
     """``--study NODES --prior TABLE``: :func:`harness.inspection.few_shot.study`, written to OUT/study.csv."""
+    from costmodel.measurements import read_measurements
     from harness.errors import UsageError
-    from harness.inspection import calibration, few_shot
+    from harness.inspection import few_shot
     from harness.results.table import format_number
 
     if not args.prior:
         raise UsageError("--study needs --prior TABLE: the table a new device's few programs transfer")
     prior, candidates = _prior(args)
     started = time.monotonic()
-    results = few_shot.study(prior, candidates, calibration.read_measurements(args.study),
+    results = few_shot.study(prior, candidates, read_measurements(args.study),
                              progress=lambda what: print(f"{PROGRAM}: [{time.monotonic() - started:.0f} s] {what}",
                                                          file=sys.stderr))
     path = Path(args.out) / "study.csv"
@@ -232,7 +235,8 @@ def _validate(args, measurements) -> int:
     :mod:`harness.inspection.validation`), so an interrupted validation resumes."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from harness.inspection import calibration, coverage, validation
+    from costmodel.fit import ERROR_QUANTILE
+    from harness.inspection import coverage, validation
     from harness.results.results_dir import ResultsDir
     from harness.results.table import format_number
     from harness.sweep import fork_server
@@ -270,7 +274,7 @@ def _validate(args, measurements) -> int:
     programs.to_csv(out.validation, index=False)
     summary = validation.summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
-    print(f"{PROGRAM}: {coverage.coverage_line(summary, calibration.ERROR_QUANTILE)}", file=sys.stderr)
+    print(f"{PROGRAM}: {coverage.coverage_line(summary, ERROR_QUANTILE)}", file=sys.stderr)
     print(f"{PROGRAM}: {len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
           f"every program's prediction in {out.validation}", file=sys.stderr)
     return 0

@@ -62,12 +62,13 @@ def profile(args) -> int:
 
 
 def preferences(args) -> int:
-    from harness.inspection.preferences import preferences, render_preferences
-    from strategies import gpu_costs
+    from costmodel.preferences import preferences
+    from costmodel.table import load
+    from harness.inspection.preferences import render_preferences
 
     tables = {}
     for path in args.tables:
-        table = gpu_costs.load(path)
+        table = load(path)
         tables[path] = table, preferences(table, path)
     print(render_preferences(tables, args.format))
     return 0

@@ -31,8 +31,8 @@ def gibibytes(text: str) -> int:
 
 
 def device_limits(text: str):
-    """An argparse type: a device's limits, ``maxImageDimension3D=16384,...`` (:mod:`strategies.device_limits`)."""
-    from strategies.device_limits import DeviceLimits
+    """An argparse type: a device's limits, ``maxImageDimension3D=16384,...`` (:mod:`costmodel.device_limits`)."""
+    from costmodel.device_limits import DeviceLimits
 
     try:
         return DeviceLimits.parse(text)

@@ -1,6 +1,6 @@
 """The descriptive cost table (the ``costs`` command) from the ETDumps vulkan-run keeps: GPU
 time per output element of every operator kind in each representation the strategies gave
-it. (The cost model that predicts and optimises time is :mod:`harness.inspection.calibration`'s.)
+it. (The cost model that predicts and optimises time is :mod:`costmodel`'s.)
 
 Each results directory is one run: per (device, operator, input representations, output
 representation) its time per element is the summed GPU time of those dispatches over their
@@ -12,7 +12,6 @@ than transitions would be built on.
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 

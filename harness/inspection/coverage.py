@@ -3,9 +3,9 @@
 A record under a table states the relative error expected of its predicted time
 (``predicted_error_expected``): its fitted nodes' time per operator, each operator's times the
 table's error for that operator (the median over models the fit left out), combined as
-:class:`strategies.prediction.Prediction` combines them. It is a median: realized error on a
+:class:`costmodel.prediction.Prediction` combines them. It is a median: realized error on a
 model the table never saw should lie within it for about half of such models
-(``harness.inspection.calibration.ERROR_QUANTILE``). :func:`expected_errors` states it of
+(``costmodel.fit.ERROR_QUANTILE``). :func:`expected_errors` states it of
 measured programs, their nodes priced by the table that predicts them, as a record's would be.
 Leave one model out (:func:`harness.inspection.validation.leave_one_model_out`), each model's
 realized error is set against the error its held-out table states of it: :func:`covered` says
@@ -15,7 +15,7 @@ against the share the field claims.
 
 import pandas as pd
 
-from strategies.prediction import Prediction
+from costmodel.prediction import Prediction
 
 
 def expected_errors(nodes: pd.DataFrame, prices: list, program: list[str]) -> pd.Series:

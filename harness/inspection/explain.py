@@ -13,7 +13,8 @@ import pandas as pd
 import torch
 from executorch.backends.vulkan.op_registry import get_op_features
 
-import strategies
+from costmodel.signatures import op_name
+from costmodel.table import CostTable
 from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
 from harness.results.table import tables_json
@@ -21,13 +22,12 @@ from harness.targets.vulkan import validator
 from harness.targets.vulkan.lowering import LoweredProgram
 from harness.targets.vulkan.metrics import is_transition, partition_transitions
 from harness.targets.vulkan.prefix import vulkan_lowering
-from strategies.gpu_costs import CostTable
+import strategies
 from strategies.representations import (
     as_pair,
     filtered,
     first_repr,
     node_reprs,
-    op_name,
     packed_dim_info,
     repr_name,
     repset_name,

@@ -5,6 +5,7 @@ drawing (an ETRecord) and the overlays into the results directory."""
 from dataclasses import dataclass
 from pathlib import Path
 
+from costmodel.table import CostTable
 from harness.inspection.explain import explain
 from harness.inspection.model_explorer import difference_overlays, strategy_overlays, write_overlays
 from harness.inspection.node_facts import measured_dispatches, node_facts
@@ -12,7 +13,6 @@ from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
 from harness.results.results_dir import ResultsDir
 from harness.targets.vulkan.etrecord import model_edge_graph
-from strategies.gpu_costs import CostTable
 
 
 @dataclass(frozen=True)

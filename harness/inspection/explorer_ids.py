@@ -18,8 +18,8 @@ import operator
 
 import torch
 
+from costmodel.signatures import op_name
 from harness.targets.vulkan.etrecord import EdgeGraph
-from strategies.representations import op_name
 
 GRAPH_ID = "forward"  # the adapter's id of the edge program's graph
 INPUTS_ID = "GraphInputs"  # the adapter's one node for the user's inputs

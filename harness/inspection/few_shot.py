@@ -18,7 +18,7 @@ measurements it was fitted from (``h100-nodes.jsonl.gz`` beside it). For a new d
   each the median over models of each model's median (a model measured under another load,
   or a few nodes far off, do not carry it), shrunk towards the operator's and the device's
   as far as leaving each of the budget's models out says (:data:`SHRINKS`;
-  :class:`strategies.transferred_costs.TransferredModel`); the new device's measured nodes
+  :class:`costmodel.transferred.TransferredModel`); the new device's measured nodes
   win where they exist.
 - :func:`prior_check` says whether the prior holds as it is: where a table transferred from
   the same programs would not predict them better, by more than the prior's spread, than
@@ -36,12 +36,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from harness.inspection import calibration, validation
-from harness.inspection.calibration import Measurements
+from costmodel.fit import ERROR_QUANTILE, fit, measured_prices, operator_errors, program_spread, queries
+from costmodel.measurements import Measurements
+from costmodel.queries import ANY
+from costmodel.table import UNSEEN_OPERATOR_ERROR, CostTable
+from costmodel.transferred import TransferredModel
+from harness.inspection import validation
 from models import FP16_SUFFIX
 from strategies.calibration import is_round
-from strategies.gpu_costs import ANY, UNSEEN_OPERATOR_ERROR, CostTable
-from strategies.transferred_costs import TransferredModel
 
 # How far a group's ratio is pulled towards its parent group's, in nodes' worth of weight: tried
 # in turn, each budget's own models choosing (a device whose groups differ wants little; noisy
@@ -62,7 +64,7 @@ PROGRAM = ["model", "strategy"]
 def prior_ratios(prior: CostTable, measurements: Measurements) -> pd.DataFrame:
     """``measurements``' nodes, each with the prior's price of it and log2 of its time over that."""
     nodes = measurements.nodes
-    prior_ms = np.array([price.ms for price in prior.price(calibration.queries(nodes))])
+    prior_ms = np.array([price.ms for price in prior.price(queries(nodes))])
     return nodes.assign(prior_ms=prior_ms, log2_ratio=np.log2(nodes["ms"].to_numpy() / prior_ms))
 
 
@@ -101,7 +103,7 @@ def _left_out_errors(ratios: pd.DataFrame, shrink: float) -> tuple[float, pd.Dat
         predicted = left["prior_ms"].to_numpy() * np.exp2(_offsets_of(fit_offsets(kept, shrink), left))
         summed = left.assign(predicted=predicted).groupby("strategy")[["predicted", "ms"]].sum()
         programs.append((summed["predicted"] / summed["ms"] - 1).abs())
-        operators.append(calibration.operator_errors(left, predicted))
+        operators.append(operator_errors(left, predicted))
     return float(pd.concat(programs).median()), pd.concat(operators)
 
 
@@ -124,7 +126,7 @@ def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
     ``ratios``: :func:`prior_ratios` of them, where the caller has it). How far a group's
     ratio is pulled towards its parent's is chosen from :data:`SHRINKS` by leaving each model
     out (its programs' median |error|); so is the expected error per operator, at
-    :data:`calibration.ERROR_QUANTILE` over models. With one model: the middle shrink and the
+    :data:`ERROR_QUANTILE` over models. With one model: the middle shrink and the
     prior's errors."""
     ratios = prior_ratios(prior, measurements) if ratios is None else ratios
     models = sorted(ratios["model"].unique())
@@ -132,11 +134,11 @@ def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
     if len(models) > 1:
         tried = {candidate: _left_out_errors(ratios, candidate) for candidate in SHRINKS}
         shrink = min(SHRINKS, key=lambda candidate: tried[candidate][0])
-        by_operator = tried[shrink][1].groupby("operator")["error"].quantile(calibration.ERROR_QUANTILE)
+        by_operator = tried[shrink][1].groupby("operator")["error"].quantile(ERROR_QUANTILE)
         expected.update({op: float(error) for op, error in by_operator.items()})
     table = CostTable(measurements.device, TransferredModel(prior, fit_offsets(ratios, shrink)),
-                      calibration.measured_prices(measurements.nodes), expected, probes=prior.probes,
-                      spread=calibration.program_spread(measurements.programs) or prior.spread,
+                      measured_prices(measurements.nodes), expected, probes=prior.probes,
+                      spread=program_spread(measurements.programs) or prior.spread,
                       limits=measurements.limits)
     table.corpus = {"models": models, "programs": len(measurements.programs),
                     "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes),
@@ -285,7 +287,7 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
     each model left out in turn."""
     models = sorted(held_out.programs["model"].unique())
     progress(f"the whole table of {held_out.device} without each of {len(models)} models")
-    whole = _left_out(held_out, models, lambda kept: calibration.fit(kept, folds=1))
+    whole = _left_out(held_out, models, lambda kept: fit(kept, folds=1))
     # a program computed in half precision is chosen as the prior's program of its model
     measured = {(model.removesuffix(FP16_SUFFIX), strategy): (model, strategy)
                 for model, strategy in held_out.programs[PROGRAM].itertuples(index=False, name=None)}
@@ -300,15 +302,15 @@ def study(prior: CostTable, candidates: Measurements, held_out: Measurements, bu
         own = subset(held_out, models=scored)
         for method, table in (("few-shot", _transferred_part(prior, fitted, ratios)),
                               ("prior, one factor", one_factor(prior, fitted, ratios.loc[fitted.nodes.index])),
-                              ("budget alone", calibration.fit(fitted, folds=1))):
+                              ("budget alone", fit(fitted, folds=1))):
             rows.append({"budget": budget, "method": method, **scores(validation.predicted_programs(own, table))})
         rows.append({"budget": budget, "method": "prior as it is", **scores(validation.predicted_programs(own, prior))})
         rows.append({"budget": budget, "method": "whole table, model left out",
                      **scores(whole[whole["model"].isin(scored)])})
     progress(f"every program, each of {len(models)} models left out")
-    for method, fit in (("few-shot", lambda kept: _transferred_part(prior, kept, ratios)),
+    for method, fit_kept in (("few-shot", lambda kept: _transferred_part(prior, kept, ratios)),
                         ("prior, one factor", lambda kept: one_factor(prior, kept, ratios.loc[kept.nodes.index]))):
-        rows.append({"budget": None, "method": method, **scores(_left_out(held_out, models, fit))})
+        rows.append({"budget": None, "method": method, **scores(_left_out(held_out, models, fit_kept))})
     rows.append({"budget": None, "method": "prior as it is", **scores(validation.predicted_programs(held_out, prior))})
     rows.append({"budget": None, "method": "whole table, model left out", **scores(whole)})
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from costmodel.table import CostTable
 from harness.errors import UsageError
 from harness.inspection.explain import node_representations
 from harness.inspection.explorer_ids import drawn_as
@@ -24,7 +25,6 @@ from harness.targets.vulkan.etrecord import EdgeGraph
 from harness.targets.vulkan.lowering import LoweredProgram
 from harness.targets.vulkan.metrics import assignments, partition_transitions
 from harness.targets.vulkan.targets import program_dispatches
-from strategies.gpu_costs import CostTable
 from strategies.layout_problem import needed_transitions
 
 

@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from costmodel.fit import fit, queries
+from costmodel.measurements import NODE_COLUMNS, PROGRAM, PROGRAM_COLUMNS, Measurements
+from costmodel.table import CostTable, parse
 from harness.errors import UsageError
 from harness.inspection import coverage
-from harness.inspection.calibration import NODE_COLUMNS, PROGRAM, PROGRAM_COLUMNS, Measurements, fit, queries
 from harness.results.provenance import code_digest, tool_versions
-from strategies.gpu_costs import CostTable, parse
 
 FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
 

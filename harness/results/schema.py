@@ -127,7 +127,7 @@ METRICS = {m.name: m for m in (
     # operators); leaving one model out, realized error lay within it for 41-54 % of models (docs/gpu-time.md).
     Metric("predicted_error_expected", "fraction", "The cost table's expected relative error of the prediction: "
            "a median (about half of models it never saw err more)", better=None, column="expected error"),
-    # Where the table states its device's limits (strategies.device_limits); the worst one named in
+    # Where the table states its device's limits (costmodel.device_limits); the worst one named in
     # worst_limit_violation. vulkan-run does not run a program with any.
     Metric("limit_violations", "count", "Tensors beyond the cost table's device limits (image extents, buffer bytes)"),
     # What predicted_gpu_ms predicts: computed from a run's record (frames.with_derived), not recorded.

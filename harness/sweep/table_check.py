@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 
+from costmodel.features import FEATURES
+from costmodel.table import CostTable, load
 from layoutkit.errors import UsageError
 from layoutkit.files import cache_folder
-from strategies import gpu_costs
-from strategies.cost_features import FEATURES
 
 # Builds the booster read from stdin, as a worker would, and counts its features (argv[1] expected).
 _BUILD = ("import sys, lightgbm; booster = lightgbm.Booster(model_str=sys.stdin.read()); "
@@ -21,9 +21,9 @@ _BUILD = ("import sys, lightgbm; booster = lightgbm.Booster(model_str=sys.stdin.
           "f'its trees read {booster.num_feature()} features, not {sys.argv[1]}')")
 
 
-def load_checked(path) -> gpu_costs.CostTable:
-    """The cost table in ``path`` (see :func:`strategies.gpu_costs.load`), its fitted model built."""
-    table = gpu_costs.load(path)
+def load_checked(path) -> CostTable:
+    """The cost table in ``path`` (see :func:`costmodel.table.load`), its fitted model built."""
+    table = load(path)
     booster = getattr(table.model, "booster_text", None)
     if booster is None:  # a per-operator table: plain numbers, checked as it was parsed
         return table

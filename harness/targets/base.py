@@ -14,10 +14,10 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from costmodel.table import CostTable
 from harness.results.provenance import provenance, tool_versions
 from layoutkit.errors import UnknownNameError, UsageError
 from layoutkit.registry import direct_public_module, import_built_ins
-from strategies.gpu_costs import CostTable
 
 _targets: dict[str, type] = {}
 

@@ -7,7 +7,7 @@ from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.graph_module import get_control_flow_submodules
 from executorch.exir.lowered_backend_module import LoweredBackendModule
 
-from strategies.representations import op_name
+from costmodel.signatures import op_name
 
 
 def lowered_modules(edge_manager) -> list[LoweredBackendModule]:

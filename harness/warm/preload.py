@@ -10,7 +10,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-OWN_PACKAGES = ("harness", "strategies", "models", "layoutkit")
+OWN_PACKAGES = ("harness", "strategies", "costmodel", "models", "layoutkit")
 
 
 class ImportedFiles:

@@ -1,6 +1,6 @@
 """The Vulkan device an ET-VK runtime on this machine runs on, by name (e.g. "llvmpipe
 (LLVM 15.0.6, 256 bits)" for Mesa's lavapipe, "NVIDIA H100 80GB HBM3"), and its limits that
-make a layout illegal there (:mod:`strategies.device_limits`), as ``vulkaninfo`` prints them.
+make a layout illegal there (:mod:`costmodel.device_limits`), as ``vulkaninfo`` prints them.
 
 Asked of the Vulkan loader directly (ctypes), and chosen as ET-VK chooses
 (``backends/vulkan/runtime/vk_api/Runtime.cpp``): ``$ETVK_DEVICE_INDEX`` if set, else the

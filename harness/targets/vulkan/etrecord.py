@@ -29,11 +29,11 @@ from executorch.devtools.etrecord import ETRecord
 from executorch.exir import EdgeCompileConfig
 from executorch.exir.program._program import _gen_edge_manager_for_partitioners
 
+from costmodel.signatures import op_name
 from harness.cache import DiskCache
 from harness.pipeline.model import CachedStage, ModelPipeline
 from harness.results.provenance import code_digest
 from harness.targets.vulkan.prefix import prefix_key, vulkan_lowering
-from strategies.representations import op_name
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,10 @@ from executorch.exir.backend.backend_details import PreprocessResult
 from executorch.exir.program._program import collect_named_data_store_from_exported_program
 from torch.export import ExportedProgram
 
+from costmodel.table import CostTable
 from harness.errors import LoweringError
 from harness.targets.edge_programs import called_delegates, lowered_modules
 from harness.targets.vulkan.pte import EmittedProgram
-from strategies.gpu_costs import CostTable
 from strategies.priced_layout import construct
 
 _REAL_APPLY_PASSES = vulkan_preprocess.apply_passes

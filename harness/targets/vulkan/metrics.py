@@ -18,20 +18,15 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
 )
 from executorch.exir.dialects._ops import ops as exir_ops
 
+from costmodel.device_limits import DeviceLimits
+from costmodel.prediction import Prediction
+from costmodel.queries import pair_name
+from costmodel.signatures import node_values
+from costmodel.table import CostTable
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
-from strategies.device_limits import DeviceLimits
-from strategies.gpu_costs import CostTable, pair_name
-from strategies.prediction import Prediction
 from strategies.layout_problem import LayoutProblem, extract, read_assignment
-from strategies.representations import (
-    QUANTIZED_DTYPES,
-    first_repr,
-    image_extents,
-    node_values,
-    repr_name,
-    tensor_bytes,
-)
+from strategies.representations import QUANTIZED_DTYPES, first_repr, image_extents, repr_name, tensor_bytes
 
 _VK_DTYPE_BYTES = {
     VkDataType.BOOL: 1,

@@ -132,7 +132,7 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
                   device: str | None = None, limits=None) -> list[dict]:
     """The records of ``archive`` (remote_runner.py's tar of ``results``' programs, or the directory
     run.sh filled) in ``out``; its programs and node maps linked there from ``results`` (copied with
-    ``copy_programs``). ``device`` and ``limits`` (:class:`strategies.device_limits.DeviceLimits`):
+    ``copy_programs``). ``device`` and ``limits`` (:class:`costmodel.device_limits.DeviceLimits`):
     the Vulkan device that ran them and what it allows, in place of what ``archive`` says."""
     results, out, archive = Path(results), Path(out), Path(archive)
     if out.resolve() == results.resolve():

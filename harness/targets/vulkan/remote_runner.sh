@@ -57,7 +57,7 @@ json() {  # $1 as a JSON string: control characters dropped, backslashes and quo
 }
 
 # The limits "maxImageDimension2D=N,..." as a JSON object, in the order remote_runner.py writes
-# them (strategies/device_limits.py's LIMITS).
+# them (costmodel/device_limits.py's LIMITS).
 limits_object() {
     given_maxImageDimension2D='' given_maxImageDimension3D='' given_maxStorageBufferRange=''
     rest=$1,

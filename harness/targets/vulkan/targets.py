@@ -8,8 +8,7 @@ from pathlib import Path
 
 from executorch.exir._serialize._cord import Cord
 
-import strategies
-from strategies.gpu_costs import CostTable
+from costmodel.table import CostTable
 from harness.errors import LimitsExceededError, TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
@@ -21,6 +20,7 @@ from harness.targets.vulkan.latency import ETDUMP
 from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
 from harness.targets.vulkan.prefix import LOWERING_PREFIX, vulkan_lowering
 from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, run_program
+import strategies
 
 
 def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict,

@@ -6,11 +6,22 @@ program (what a measured dispatch ran for) and in the layout problem an optimise
 a candidate assignment would run), so a cost model fitted on one is evaluated on the other.
 """
 
+import hashlib
+
 import torch
 
-from strategies.representations import node_values, op_name
-
 ACTIVATION, CONSTANT = "t", "w"  # a tensor argument: read from another node, or a weight the operator prepacks
+
+
+def op_name(target) -> str:
+    """An operator's name, e.g. ``aten.linear.default`` (``str`` of an edge op is its schema)."""
+    return getattr(target, "__name__", str(target))
+
+
+def node_values(node: torch.fx.Node) -> list:
+    """The fake tensors a node produces: one, or one per output of a multi-output op."""
+    val = node.meta["val"]
+    return list(val) if isinstance(val, (list, tuple)) else [val]
 
 
 def _argument(value):
@@ -58,3 +69,17 @@ def activation_shapes(node_signature: dict) -> list[list[int]]:
 def constant_shapes(node_signature: dict) -> list[list[int]]:
     """The shapes of the weights a node reads, in argument order."""
     return [a[CONSTANT] for a in node_signature["args"] if isinstance(a, dict) and CONSTANT in a]
+
+
+def graph_digest(graph_module: torch.fx.GraphModule, inserted: frozenset = frozenset()) -> str:
+    """A partition's graph as the layout pass receives it: its nodes' names, operators and
+    shapes (``inserted``: clones a pass added, left out). Nodes of two programs with this
+    digest are the same nodes."""
+    digest = hashlib.sha256()
+    for node in graph_module.graph.nodes:
+        if node.name in inserted:
+            continue
+        value = node.meta.get("val")
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else None
+        digest.update(f"{node.op}|{node.name}|{op_name(node.target)}|{shape}\n".encode())
+    return digest.hexdigest()[:16]

@@ -1,5 +1,5 @@
 """What a cost model knows of a node in a pair of representations: numbers read off its
-signature (:mod:`strategies.node_signature`) and the representations its primary input is
+signature (:mod:`costmodel.signatures`) and the representations its primary input is
 read in and its output written in.
 
 Shapes are taken as ET-VK sees them, along WHCN (width = the last dim, height the one
@@ -116,7 +116,7 @@ def _int8(signature: dict) -> bool:
 def weight_bytes(signature: dict) -> int:
     """Bytes of the weights a node reads: an int8 node's matrices and kernels one byte an element,
     every other weight (an int8 node's scales, sums and biases included) four."""
-    from strategies.node_signature import constant_shapes
+    from costmodel.signatures import constant_shapes
 
     int8 = _int8(signature)
     return sum(math.prod(shape) * (1 if int8 and len(shape) > 1 else 4) for shape in constant_shapes(signature))
@@ -124,7 +124,7 @@ def weight_bytes(signature: dict) -> int:
 
 def activation_elements(signature: dict) -> int:
     """Elements of the activations a node reads and writes."""
-    from strategies.node_signature import activation_shapes
+    from costmodel.signatures import activation_shapes
 
     return sum(math.prod(shape) for shape in (*activation_shapes(signature), *signature["outputs"]))
 
@@ -154,7 +154,7 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     28 % slower in a graph of more weights, while float nodes shared by graphs of 47 and 87 MB
     agreed within 1 %, and letting float nodes see it priced float convolutions at the int8
     graphs' step (docs/gpu-time.md)."""
-    from strategies.node_signature import activation_shapes, constant_shapes
+    from costmodel.signatures import activation_shapes, constant_shapes
 
     operator = TRANSITION if transition else signature["operator"]
     args = signature["args"]

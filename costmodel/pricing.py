@@ -2,11 +2,11 @@
 
 from typing import Protocol
 
-from strategies.gpu_costs import Price, Query
+from costmodel.queries import Price, Query
 
 
 class Pricing(Protocol):
-    """A device's cost table (:class:`strategies.gpu_costs.CostTable`), or what else prices
+    """A device's cost table (:class:`costmodel.table.CostTable`), or what else prices
     queries (the novelty a calibration round seeks). A problem keeps its prices per ``digest``;
     a time objective leaves its anchor only for a saving above ``spread`` (relative)."""
 

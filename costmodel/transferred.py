@@ -6,10 +6,11 @@ new device say by how much its times differ. :class:`TransferredModel` prices a 
 prior does, times ``2 ** offset``, the offset being the new device's log2 ratio to the prior,
 fitted per (operator, input, output), shrunk towards its operator's, shrunk towards the
 device's (``harness.inspection.few_shot`` fits it). The table holding it keeps the new
-device's own measured nodes, which win where they exist (:meth:`strategies.gpu_costs.CostTable.price`).
+device's own measured nodes, which win where they exist (:meth:`costmodel.table.CostTable.price`).
 """
 
-from strategies.gpu_costs import ANY, CostTable, Query
+from costmodel.queries import ANY, Query
+from costmodel.table import CostTable
 
 
 class TransferredModel:

@@ -9,7 +9,7 @@ image extents only in a debug build, and a buffer's element count, not its bytes
 range. Past the limit some drivers compute wrong values without an error (an embedding over
 16,384 rows on a texture, on an Adreno whose image limit is 16,384).
 
-A cost table carries its device's limits (:class:`strategies.gpu_costs.CostTable`), named as
+A cost table carries its device's limits (:class:`costmodel.table.CostTable`), named as
 Vulkan names them (``VkPhysicalDeviceLimits``), so that a device's own are copied from
 ``vulkaninfo``; a limit not stated is not checked. Pure Python: the command line reads a
 table without torch.

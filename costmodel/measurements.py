@@ -1,0 +1,83 @@
+"""What one device's runs measured, as the fit reads it: a row per node of every program
+(operators and transitions; ET-VK's copies of inputs and outputs aside) with its signature, the
+representations it read and wrote and its GPU time, and a row per program. Kept as one file
+(the calibration's kept runs: JSON Lines, gzipped): :func:`write_measurements`,
+:func:`read_measurements`. Reading them from a run's ETDumps is the Vulkan target's
+(:mod:`harness.targets.vulkan.measured_nodes`)."""
+
+import gzip
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from costmodel.device_limits import DeviceLimits
+from layoutkit.errors import UsageError
+
+NODE_COLUMNS = ["model", "strategy", "run", "partition", "graph", "node", "operator", "transition", "input", "output",
+                "signature", "ms", "processes"]
+PROGRAM = ["run", "model", "strategy"]
+PROGRAM_COLUMNS = [*PROGRAM, "costs", "process_ms"]  # the table it was lowered under; each process's summed time
+
+
+@dataclass
+class Measurements:
+    """What one device's runs measured: a row per node (``NODE_COLUMNS``) and per program
+    (``PROGRAM_COLUMNS``); the device's limits where its runs read them."""
+
+    device: str
+    nodes: pd.DataFrame
+    programs: pd.DataFrame
+    limits: DeviceLimits | None = None
+
+    def without(self, model: str) -> "Measurements":
+        return replace(self, nodes=self.nodes[self.nodes["model"] != model],
+                       programs=self.programs[self.programs["model"] != model])
+
+
+def one_device(devices: set) -> str:
+    if len(devices) != 1:
+        raise UsageError(f"a cost table is of one device; these runs are of {', '.join(sorted(devices))}")
+    return devices.pop()
+
+
+def write_measurements(measurements: Measurements, path: Path) -> Path:
+    """Gzipped JSON Lines: a header (the device, its limits where known, the columns, the
+    programs), then a line per node."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {"device": measurements.device, "columns": NODE_COLUMNS, "program_columns": PROGRAM_COLUMNS,
+              "programs": measurements.programs[PROGRAM_COLUMNS].values.tolist()}
+    if measurements.limits is not None:
+        header["limits"] = measurements.limits.to_json()
+    with gzip.open(path, "wt") as out:
+        out.write(json.dumps(header) + "\n")
+        for row in measurements.nodes[NODE_COLUMNS].itertuples(index=False):
+            out.write(json.dumps(list(row)) + "\n")
+    return path
+
+
+def read_measurements(path: Path) -> Measurements:
+    try:
+        with gzip.open(path, "rt") as lines:
+            header = json.loads(next(lines))
+            nodes = pd.DataFrame([json.loads(line) for line in lines], columns=header["columns"])
+        programs = pd.DataFrame(header["programs"], columns=header["program_columns"])
+        return Measurements(header["device"], nodes, programs, DeviceLimits.common([header.get("limits")]))
+    except (OSError, ValueError, KeyError, StopIteration) as error:
+        raise UsageError(f"{path} holds no measurements written by `layoutbench calibrate --nodes` ({error})") from None
+
+
+def combined(parts: list[Measurements]) -> Measurements:
+    """Measurements of several sources together, of one device; their runs numbered anew, so
+    that two sources' runs stay apart."""
+    device = one_device({part.device for part in parts})
+    runs = 0
+    for part in parts:
+        part.nodes["run"] += runs
+        part.programs["run"] += runs
+        runs = int(part.programs["run"].max()) + 1
+    return Measurements(device, pd.concat([p.nodes for p in parts], ignore_index=True),
+                        pd.concat([p.programs for p in parts], ignore_index=True),
+                        DeviceLimits.common([part.limits for part in parts]))

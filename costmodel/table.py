@@ -1,0 +1,160 @@
+"""Predicted GPU time of an ET-VK layout assignment, from a cost table of one device.
+
+A cost table (JSON, written by ``layoutbench calibrate``) prices, in milliseconds per inference,
+a *query*: a node (its signature, :mod:`costmodel.signatures`) reading its primary input
+in one representation and writing its output in another, or a layout transition (the pass's
+clone) of a tensor from one representation to another. Two sources, in this order:
+
+- *measured*: the node itself, measured in that pair of representations on this device, by
+  (graph, node, input, output), ``graph`` being the digest of its partition's graph as the
+  layout pass receives it, so a node is the same node in every program of one model;
+- *fitted*: a model of what a node costs as a function of its operator, representations and
+  shapes (:mod:`costmodel.features`), fitted on every node the device measured, with
+  the relative error it is expected to make on a model it never saw (from leaving each
+  calibration model out), per operator.
+
+A prediction says how much of it was measured and how much fitted, and how far the fitted
+part can be trusted. Queries and prices are :mod:`costmodel.queries`'; the models a table may
+hold, :mod:`costmodel.per_operator`, :mod:`costmodel.gradient_boosted` and
+:mod:`costmodel.transferred`.
+
+No table is held here: a sweep reads ``--costs`` once and carries the table to its
+workers, and the harness hands it to each pass that prices with it when it constructs the pass
+(:mod:`strategies.priced_layout`).
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from costmodel.device_limits import DeviceLimits
+from costmodel.per_operator import PerOperatorModel
+from costmodel.queries import Price, Query
+from layoutkit.errors import UsageError
+
+COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
+FORMAT = "layoutbench-costs-5"  # 3: fits price a node by its graph's weights too; 4: int8 nodes only; 5: its load, a spread
+NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
+            "`layoutbench calibrate` (docs/cost-table/h100.json is an H100's)")
+# Where the table has no error of its own for an operator (one it never measured): a guess
+# far from any measured operator's, so that nothing rides on it.
+UNSEEN_OPERATOR_ERROR = 1.0
+
+
+def model_kinds() -> dict:
+    """Each kind of model a table may hold, by the name its file gives it."""
+    from costmodel.gradient_boosted import GradientBoostedModel  # LightGBM's model: pandas and numpy, read lazily
+    from costmodel.transferred import TransferredModel  # it holds a CostTable: imported once both exist
+
+    return {model.kind: model for model in (PerOperatorModel, GradientBoostedModel, TransferredModel)}
+
+
+@dataclass
+class CostTable:
+    device: str
+    model: object = field(default_factory=lambda: PerOperatorModel({}))
+    nodes: dict = field(default_factory=dict)  # (graph, node, input, output) -> measured ms
+    errors: dict = field(default_factory=dict)  # operator -> relative error expected of the fit
+    corpus: dict = field(default_factory=dict)  # what it was fitted on: models, programs, runs
+    # Per operator, nodes of the corpus measured in several pairs: their signature and those
+    # pairs, for asking the table what it prefers (``layoutbench preferences``).
+    probes: dict = field(default_factory=dict)  # operator -> [{"signature", "pairs", "load"}]
+    # How much runs of one program differ (relative): a saving below it is not one ilp-time takes.
+    spread: float = 0.0
+    digest: str = ""
+    limits: DeviceLimits | None = None  # what makes a layout illegal on its device (unknown: None)
+
+    def price(self, queries: list[Query]) -> list[Price]:
+        """Each query's price: measured where the table has the node in that pair, else fitted."""
+        fitted = self.model.predict(queries)
+        prices = []
+        for query, estimate in zip(queries, fitted):
+            measured = self.nodes.get((query.graph, query.node, query.input, query.output)) if query.node else None
+            if measured is not None:
+                prices.append(Price(measured, True, 0.0))
+            else:
+                prices.append(Price(float(estimate), False, self.errors.get(query.operator, UNSEEN_OPERATOR_ERROR)))
+        return prices
+
+    def ready(self) -> None:
+        """Build what pricing needs now: whoever times a strategy calls it first."""
+        ready = getattr(self.model, "ready", None)  # a model with nothing to build has none
+        if ready is not None:
+            ready()
+
+    def to_json(self) -> dict:
+        data = {"format": FORMAT, "device": self.device}
+        if self.limits is not None:  # only then: a table without limits keeps the bytes, so the digest, it had
+            data["limits"] = self.limits.to_json()
+        return {
+            **data,
+            "corpus": self.corpus,
+            "errors": dict(sorted(self.errors.items())),
+            "spread": self.spread,
+            "probes": dict(sorted(self.probes.items())),
+            "model": self.model.to_json(),
+            "nodes": [{"graph": g, "node": n, "input": i, "output": o, "ms": ms}
+                      for (g, n, i, o), ms in sorted(self.nodes.items())],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, digest: str = "") -> "CostTable":
+        model, kinds = data["model"], model_kinds()
+        if model.get("kind") not in kinds:
+            raise ValueError(f"its model is of kind {model.get('kind')!r}, not one of {sorted(kinds)}")
+        return cls(
+            device=data["device"],
+            model=kinds[model["kind"]].from_json(model),
+            nodes={(e["graph"], e["node"], e["input"], e["output"]): float(e["ms"]) for e in data["nodes"]},
+            errors={op: float(error) for op, error in data.get("errors", {}).items()},
+            corpus=data.get("corpus", {}),
+            probes=data.get("probes", {}),
+            spread=float(data.get("spread", 0.0)),
+            digest=digest,
+            limits=DeviceLimits.from_json(data["limits"]) if "limits" in data else None,
+        )
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=1) + "\n").encode()
+
+    def identified(self) -> "CostTable":
+        """This table with the digest its file will have."""
+        self.digest = body_digest(self.to_bytes())
+        return self
+
+    @property
+    def name(self) -> str:
+        """How records name it (their environment's ``gpu_costs``)."""
+        return f"{self.device}:{self.digest}"
+
+
+def body_digest(body: bytes) -> str:
+    """A table's digest: of its file's bytes (:meth:`CostTable.to_bytes`), part of every record's identity."""
+    return hashlib.sha256(body).hexdigest()[:16]
+
+
+def parse(body: bytes, name: str = "the table") -> CostTable:
+    """A table from the bytes of its file (its digest is theirs)."""
+    try:
+        data = json.loads(body)
+        if data.get("format") != FORMAT:
+            if str(data.get("format", "")).startswith("layoutbench-costs-"):
+                raise UsageError(f"{name} is a cost table of format {data['format']!r}, whose fit this layoutbench "
+                                 f"cannot use ({FORMAT!r}): fit it again from its measured nodes with "
+                                 "`layoutbench calibrate --fit NODES --table FILE`")
+            raise ValueError(f"its format is {data.get('format')!r}, not {FORMAT!r}")
+        return CostTable.from_json(data, body_digest(body))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UsageError(f"{name} is not a cost table written by `layoutbench calibrate` ({error})") from None
+
+
+def load(path) -> CostTable:
+    """The cost table in ``path``, read once: a caller keeps it, rather than reading the file again."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"cost table {path} is a directory: name the table's file in it (calibrate writes "
+                         "OUT/costs.json)")
+    if not path.is_file():
+        raise UsageError(f"cost table {path} does not exist; write one with `layoutbench calibrate`")
+    return parse(path.read_bytes(), str(path))
