@@ -52,8 +52,7 @@ class GradientBoostedModel:
         by its time."""
         import lightgbm
 
-        features = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.load) for q in queries],
-                                columns=list(FEATURES))
+        features = _features(queries)
         operators = sorted(features["operator"].unique())
         features["operator"] = pd.Categorical(features["operator"], categories=operators)
         model = cls("", operators, _base(training, features))
@@ -83,8 +82,7 @@ class GradientBoostedModel:
 
     def frame(self, queries: list[Query]):
         """The feature table of ``queries``, the operator coded by this model's vocabulary."""
-        rows = [node_features(q.signature, q.input, q.output, q.transition, q.load) for q in queries]
-        frame = pd.DataFrame(rows, columns=list(FEATURES))
+        frame = _features(queries)
         frame["operator"] = pd.Categorical(frame["operator"], categories=self.operators)
         return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
 
@@ -130,6 +128,12 @@ class GradientBoostedModel:
         return cls(data["booster"], list(data["operators"]), base)
 
 
+def _features(queries: list[Query]) -> pd.DataFrame:
+    """Each query's :func:`costmodel.features.node_features`, a row each, the operator as a name."""
+    return pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.load) for q in queries],
+                        columns=list(FEATURES))
+
+
 def _feature_keys(queries: list[Query]) -> list[tuple]:
     """What a query's fitted price depends on, hashable: its signature (serialized once per
     signature object), pair, kind and graph's load."""
@@ -155,8 +159,6 @@ def effective_log_work(log_work, log_serial, log_output_elements, log_parallel):
 
 
 MIN_SIZES = 3  # distinct amounts of work a base line is fitted from; fewer: the operator's line
-
-
 EXPONENTS = (0.2, 1.2)
 
 

@@ -17,6 +17,7 @@ on its own and loaded as Python loads it.
 the finder first on ``sys.meta_path``.
 """
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -45,6 +46,14 @@ def source_bytes(path) -> bytes:
     through :class:`SourceHashLoader`) the file's bytes now."""
     compiled = _compiled.get(str(Path(path)))
     return compiled if compiled is not None else Path(path).read_bytes()
+
+
+def files_digest(paths) -> str:
+    """A digest of the files' bytes (:func:`source_bytes`), in the order of their paths."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(source_bytes(path))
+    return digest.hexdigest()[:16]
 
 
 def _pyc_header(source_hash: bytes) -> bytes:

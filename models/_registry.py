@@ -17,7 +17,6 @@ quantized; it is measured as it is.
 """
 
 import fnmatch
-import hashlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from models.variants import INT8_SUFFIX, UNFUSED_SUFFIX, split_variants
 from layoutkit.errors import InvalidModelError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
-from layoutkit.source_loader import source_bytes
+from layoutkit.source_loader import files_digest
 
 ENTRY_POINT_GROUP = "layoutbench.models"
 SAVED_PROGRAM_SUFFIX = ".pt2"
@@ -140,22 +139,15 @@ def _unknown(name: str) -> UnknownNameError:
     )
 
 
-def _digest_files(paths) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(source_bytes(path))
-    return digest.hexdigest()[:16]
-
-
 def _zoo_digest() -> str:
     """Changes whenever a model definition in models/ changes."""
-    return _digest_files(ZOO_DIR.glob("*.py"))
+    return files_digest(ZOO_DIR.glob("*.py"))
 
 
 def _factory_digest(factory) -> str:
     """The digest of the file defining a user's factory (the zoo's, for a lambda in it)."""
     source = inspect.getsourcefile(factory)
-    return _digest_files([source]) if source else _zoo_digest()
+    return files_digest([source]) if source else _zoo_digest()
 
 
 def _in_eval_mode(module: torch.nn.Module) -> torch.nn.Module:
@@ -219,7 +211,7 @@ def _resolve(base: str) -> _Source:
         path = Path(base).expanduser()
         if not path.is_file():
             raise UsageError(f"no saved program at {base} (a .pt2 written by torch.export.save)")
-        return _Source(lambda: _saved_program(base), lambda: _digest_files([path]))
+        return _Source(lambda: _saved_program(base), lambda: files_digest([path]))
     prefix, separator, argument = base.partition(":")
     if separator and prefix in _families:
         _family_checks.get(prefix, lambda argument: None)(argument)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from layoutkit.errors import InvalidModelError
-from layoutkit.source_loader import source_bytes
+from layoutkit.source_loader import files_digest
 from models import quantization
 
 UNFUSED_SUFFIX = ".unfused"
@@ -36,7 +36,7 @@ class Variants:
         """The base's digest, and for .int8 the quantization code's, so changing either re-measures."""
         if not self.int8:
             return base_digest
-        quantization_digest = hashlib.sha256(source_bytes(inspect.getsourcefile(quantization))).hexdigest()[:16]
+        quantization_digest = files_digest([inspect.getsourcefile(quantization)])
         return hashlib.sha256(f"{base_digest}:{quantization_digest}".encode()).hexdigest()[:16]
 
     def apply(self, spec) -> None:
