@@ -27,7 +27,7 @@ from harness.pipeline.model import pipeline
 from harness.results.schema import metric
 from harness.results.store import RecordStore
 from harness.sweep.planning import run_sweep
-from harness.targets import MeasureContext, RunSettings
+from harness.targets import HostSettings, MeasureContext, RunSettings
 from harness.targets.vulkan.prefix import vulkan_lowering
 from layoutkit.files import cache_root
 import models
@@ -108,7 +108,8 @@ class RecordedSuite:
         model_names = list(self.params[0])
         strategy_names = self._param("strategy", [])
         store = RecordStore(cache_root() / "asv-results" / type(self).__name__)
-        context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN, costs=suite_costs())
+        context = MeasureContext(results_dir=store.directory.resolve(), run_settings=BENCH_RUN, costs=suite_costs(),
+                                 host=HostSettings.from_environment(os.environ))
         records = [record for target in self._param("target", [self.target])
                    for record in run_sweep(model_names, strategy_names, target, store, context=context).records]
         return {tuple(record[name] for name in self.param_names): record for record in records}

@@ -25,9 +25,8 @@ import tempfile
 from pathlib import Path
 
 from layoutkit.errors import UsageError
-from layoutkit.files import cache_folder, cache_root
+from layoutkit.files import MAX_SIZE_ENV, cache_folder, cache_root, cache_settings
 
-MAX_SIZE_ENV = "LAYOUTBENCH_CACHE_MAX_SIZE"
 # Room for the full zoo's exports and prefixes under several versions of the lowering code
 # (each version keys new ones: 3.6 GB for 160 exports and 180 prefixes on a machine that
 # measured for a day), while a sweep of the timm catalog, whose prefixes alone take 40 GB,
@@ -39,8 +38,9 @@ CHECKS_PER_LIMIT = 100  # see evict
 
 
 def max_size() -> int | None:
-    """The limit in bytes (None: none), read from ``$LAYOUTBENCH_CACHE_MAX_SIZE``."""
-    text = os.environ.get(MAX_SIZE_ENV, "").strip()
+    """The limit in bytes (None: none), read from the installed cache's settings
+    (``$LAYOUTBENCH_CACHE_MAX_SIZE``: :class:`layoutkit.files.CacheSettings`)."""
+    text = cache_settings().max_size.strip()
     if not text:
         return DEFAULT_MAX_SIZE
     size = re.fullmatch(r"(\d+(?:\.\d*)?)([KMGT]?)(?:i?B)?", text, re.IGNORECASE)

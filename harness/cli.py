@@ -19,6 +19,7 @@ from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, explore, fitting, inspections, sweeps, upkeep
 from harness.commands.option_types import add_model_and_strategies, count, device_limits, gibibytes, positive
 from harness.results.schema import default_thresholds
+from layoutkit.files import CacheSettings, install
 
 
 def _add_sweep_arguments(command, required: bool) -> None:
@@ -183,8 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
 
     cache = commands.add_parser("cache", help="where the caches are, their entries, size, limit; --clear empties them")
-    cache.add_argument("--clear", nargs="*", metavar="KIND",
-                       help="empty these kinds of cache (all when none is named)")
+    cache.add_argument("--clear", nargs="*", metavar="KIND", help="empty these kinds of cache (all when none is named)")
     cache.add_argument("--unused-for", type=count, metavar="DAYS",
                        help="with --clear: remove only the entries no run has used for DAYS days "
                             f"(of {', '.join(ENTRY_KINDS)})")
@@ -226,15 +226,13 @@ COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "
 NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.environment = dict(os.environ)  # as the user set it: the one a warm server serves (see serve)
-    signal.signal(signal.SIGTERM, _interrupt)  # a kill ends the workers and keeps finished records, as Ctrl-C does
-    quiet.apply(args.verbose)
+    install(CacheSettings.from_environment(args.environment))
+    # A kill raises KeyboardInterrupt, as Ctrl-C does: it ends the workers and keeps finished records.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    quiet.apply(args.verbose, os.environ)
     from harness.errors import LayoutbenchError, MeasurementError
 
     try:

@@ -1,9 +1,10 @@
 """Library chatter (warnings, logging, torch's C++ log) off unless ``--verbose``, and what
 they print kept off stdout (:func:`output_to_stderr`), which carries only results.
 
-The command line calls :func:`apply` before the libraries are imported and leaves
-``LAYOUTBENCH_QUIET=1`` in the environment; worker processes import this module first
-(their fork server preloads it), so they are as quiet as the command that started them.
+Where a process starts (the command line, the asv suites), it calls :func:`apply` before the
+libraries are imported, handing in the environment its native libraries and the processes
+it starts read. The workers' fork server of a quiet process imports
+:mod:`harness.sweep.quiet_start` first, so it and the workers forked from it are as quiet.
 """
 
 import contextlib
@@ -11,20 +12,26 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import MutableMapping
 
-QUIET_ENV = "LAYOUTBENCH_QUIET"
+QUIET_ENV = "LAYOUTBENCH_QUIET"  # 0: the asv suites let the chatter through (benchmarks/__init__.py)
+silenced = False  # whether apply silenced this process
 
 
-def apply(verbose: bool) -> None:
+def apply(verbose: bool, environment: MutableMapping[str, str] | None = None) -> None:
+    """Logs at INFO on stderr where ``verbose``, else warnings and logging off; then, where
+    given, ``environment`` (the process's, which its entry hands in) made as quiet for what
+    reads it: torch's C++ log as it loads, and the Python processes this one starts."""
+    global silenced
     if verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-        os.environ[QUIET_ENV] = "0"
         return
     warnings.filterwarnings("ignore")
-    os.environ["PYTHONWARNINGS"] = "ignore"  # the processes multiprocessing starts (its resource tracker)
     logging.disable(logging.WARNING)
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    os.environ[QUIET_ENV] = "1"
+    silenced = True
+    if environment is not None:
+        environment["PYTHONWARNINGS"] = "ignore"  # the processes multiprocessing starts (its resource tracker)
+        environment.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # read as torch loads, here and in children
 
 
 @contextlib.contextmanager
@@ -40,7 +47,3 @@ def output_to_stderr():
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-if os.environ.get(QUIET_ENV) == "1":
-    apply(verbose=False)

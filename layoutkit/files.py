@@ -9,22 +9,67 @@ on purpose (``LAYOUTBENCH_TRUST_SHARED_CACHE=1``). Checking who can write is a f
 calls per access, with nothing to set up; authenticating each entry with a key of the user's
 would cost a keyed digest of every entry read (hundreds of megabytes in a warm run) and
 would still leave the tools' folders, which hold programs, not entries, unguarded.
+
+Which cache, and how far it is trusted and may grow, is the user's choice, made in the
+environment (:class:`CacheSettings`) and read where a process starts: the command line, the
+asv suites, a worker (which gets its sweep's), each hands it to :func:`install`. It is one
+setting for the whole process, not a parameter, because every layer opens the cache through
+module-level objects (the export and prefix caches, the record cache, the runtime's folder).
+Where none was installed, each setting is what an environment without it means.
 """
 
 import contextlib
 import fcntl
 import os
 import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from layoutkit.errors import UsageError
 
+ROOT_ENV = "LAYOUTBENCH_CACHE_DIR"
 TRUST_SHARED_ENV = "LAYOUTBENCH_TRUST_SHARED_CACHE"
+MAX_SIZE_ENV = "LAYOUTBENCH_CACHE_MAX_SIZE"
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """The cache a process uses: its folder (None: ``~/.cache/layoutbench`` of whoever runs
+    it, so a worker on another machine uses its own), whether a cache other users can write
+    is trusted, and its size limit as the user wrote it (:func:`harness.cache_limit.max_size`
+    reads it at the cache's first use, so a wrong one stops only a command that uses it)."""
+
+    root: Path | None = None
+    trust_shared: bool = False
+    max_size: str = ""
+
+    @classmethod
+    def from_environment(cls, environment: Mapping[str, str]) -> "CacheSettings":
+        """The settings ``environment`` (a process's, handed in where it starts) names:
+        ``$LAYOUTBENCH_CACHE_DIR``, ``$LAYOUTBENCH_TRUST_SHARED_CACHE=1``, ``$LAYOUTBENCH_CACHE_MAX_SIZE``."""
+        root = environment.get(ROOT_ENV)
+        return cls(Path(root) if root else None, environment.get(TRUST_SHARED_ENV) == "1",
+                   environment.get(MAX_SIZE_ENV, ""))
+
+
+_installed = CacheSettings()
+
+
+def install(settings: CacheSettings) -> None:
+    """Make ``settings`` this process's cache (see the module)."""
+    global _installed
+    _installed = settings
+
+
+def cache_settings() -> CacheSettings:
+    """The settings installed in this process (the default where none was)."""
+    return _installed
 
 
 def cache_root() -> Path:
-    """``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``."""
-    return Path(os.environ.get("LAYOUTBENCH_CACHE_DIR") or Path.home() / ".cache" / "layoutbench")
+    """The installed cache's folder: ``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``."""
+    return _installed.root or Path.home() / ".cache" / "layoutbench"
 
 
 def others_can_write(path: Path, status: os.stat_result | None = None) -> str | None:
@@ -46,10 +91,10 @@ def others_can_write(path: Path, status: os.stat_result | None = None) -> str | 
 def refuse_if_others_can_write(path: Path, status: os.stat_result | None = None) -> None:
     """Raise a :class:`UsageError` where :func:`others_can_write` finds a reason, unless the
     user trusts a shared cache (``LAYOUTBENCH_TRUST_SHARED_CACHE=1``)."""
-    problem = None if os.environ.get(TRUST_SHARED_ENV) == "1" else others_can_write(path, status)
+    problem = None if _installed.trust_shared else others_can_write(path, status)
     if problem:
         raise UsageError(f"{problem}, who could plant in the cache what runs as you: chmod go-w it if it is "
-                         f"yours, another cache (LAYOUTBENCH_CACHE_DIR), or {TRUST_SHARED_ENV}=1 if all who can "
+                         f"yours, another cache ({ROOT_ENV}), or {TRUST_SHARED_ENV}=1 if all who can "
                          "write it are trusted")
 
 

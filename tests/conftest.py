@@ -4,7 +4,9 @@ default cost table (``tests.helpers.tables.TRANSITIONS_ONLY``), so that every st
 included, runs wherever the tests' commands run them all.
 
 The suite never reads or writes the user's cache as it is: ``$LAYOUTBENCH_CACHE_DIR`` is a new
-directory per session. The kinds whose entries are keyed by everything they depend on
+directory per session, installed here as an entry installs it (:func:`layoutkit.files.install`)
+for the library code the tests call, and again wherever a test changes the environment
+(:func:`monkeypatch`). The kinds whose entries are keyed by everything they depend on
 (exports, prefixes) are the user's, linked (a warm machine runs the suite faster, with the
 same results); the tools (a built runtime, the VGF host runtime, the dashboard's scripts) are
 linked where the user has them, and a test that needs one skips, saying why, where it is
@@ -21,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from layoutkit.files import cache_folder, cache_root
+from layoutkit import files
+from layoutkit.files import CacheSettings, cache_folder, cache_root
 
 from .helpers.caches import SHARED_KINDS
 
@@ -29,6 +32,7 @@ TOOL_KINDS = ("runtime", "vgf-host", "npm")
 # xdist sets this in a worker before it reads this file; the controller set up what follows.
 IN_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 if not IN_XDIST_WORKER:
+    files.install(CacheSettings.from_environment(os.environ))  # the user's, whose entries are linked
     _user_cache = cache_root()
     _suite_cache = Path(tempfile.mkdtemp(prefix="layoutbench-test-cache-"))
     for _kind in SHARED_KINDS + TOOL_KINDS:
@@ -37,10 +41,11 @@ if not IN_XDIST_WORKER:
         if (_user_cache / _kind).is_dir():
             (_suite_cache / _kind).symlink_to((_user_cache / _kind).resolve())
     os.environ["LAYOUTBENCH_CACHE_DIR"] = str(_suite_cache)
+files.install(CacheSettings.from_environment(os.environ))
 
 from harness import quiet  # noqa: E402
 
-quiet.apply(verbose=False)  # here and in every worker process the tests start
+quiet.apply(verbose=False, environment=os.environ)  # here and in every worker process the tests start
 # The commands the tests start run here, not in a developer's warm server (tests/test_warm_server.py starts its own).
 os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 
@@ -57,6 +62,26 @@ if not IN_XDIST_WORKER:
     with open(_table, "wb") as _file:
         _file.write(TRANSITIONS_ONLY.to_bytes())
     os.environ[COSTS_ENV] = _table  # the command line's default for --costs
+
+
+@pytest.fixture
+def monkeypatch(monkeypatch):
+    """pytest's, whose changes to the environment (``setenv``, ``delenv``) also install the
+    cache settings it then names, as an entry would: a test that points
+    ``$LAYOUTBENCH_CACHE_DIR`` elsewhere and calls library code uses that cache. The suite's
+    are installed again when the test ends."""
+    suite_settings = files.cache_settings()
+
+    def installing(change):
+        def changed(*args, **kwargs):
+            change(*args, **kwargs)
+            files.install(CacheSettings.from_environment(os.environ))
+
+        return changed
+
+    monkeypatch.setenv, monkeypatch.delenv = installing(monkeypatch.setenv), installing(monkeypatch.delenv)
+    yield monkeypatch
+    files.install(suite_settings)
 
 
 @pytest.fixture

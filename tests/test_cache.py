@@ -297,8 +297,9 @@ def test_cached_prefixes_load_in_a_new_process():
     defines some operators, EDGE_DO_NOT_DECOMP ones, only while lowering)."""
     for model in QUICK_ZOO:
         vulkan_lowering(pipeline(model))  # the entry exists
-    script = ("import sys, models; from harness.targets.vulkan.prefix import PREFIXES, prefix_key; "
-              "from harness.targets.vulkan import serialization; "
+    script = ("import os, sys, models; from harness.targets.vulkan.prefix import PREFIXES, prefix_key; "
+              "from harness.targets.vulkan import serialization; from layoutkit.files import CacheSettings, install; "
+              "install(CacheSettings.from_environment(os.environ)); "
               "[serialization.loads(PREFIXES.read(prefix_key(name))) for name in models.list_models(zoo='quick')]; "
               "print('loaded')")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)

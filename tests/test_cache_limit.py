@@ -25,8 +25,11 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 
 
 def _in_another_process(script: str) -> subprocess.Popen:
-    """``script`` run by a new Python with ``DiskCache`` imported, once it has printed a line."""
-    process = subprocess.Popen([sys.executable, "-c", f"from harness.cache import DiskCache\n{script}"],
+    """``script`` run by a new Python with ``DiskCache`` imported and the cache of its
+    environment installed, as a command's, once it has printed a line."""
+    start = ("import os\nfrom harness.cache import DiskCache\nfrom layoutkit.files import CacheSettings, install\n"
+             "install(CacheSettings.from_environment(os.environ))\n")
+    process = subprocess.Popen([sys.executable, "-c", f"{start}{script}"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert process.stdout.readline() == "ready\n"

@@ -78,8 +78,8 @@ def test_the_earlier_rules_win_over_a_build(empty_cache, tmp_path, monkeypatch, 
     own.chmod(0o755)
     assert runners.locate_runtime(None)[1] == runners.IN_CACHE
     monkeypatch.setenv(runners.RUNNER_ENV, str(built))
-    assert runners.locate_runtime(None)[1] == runners.BY_ENVIRONMENT
-    assert runners.locate_runtime(str(own))[1] == runners.BY_FLAG
+    assert runners.locate_runtime(None, str(built))[1] == runners.BY_ENVIRONMENT
+    assert runners.locate_runtime(str(own), str(built))[1] == runners.BY_FLAG
     assert cli.main(["runtime", "--et-runner", str(own)]) == 0
     out = capsys.readouterr().out
     assert f"runtime: {own}\nfound as: --et-runner" in out

@@ -21,6 +21,7 @@ import strategies
 from harness.results.store import RecordStore
 from harness.warm import client
 from harness.warm.preload import OWN_PACKAGES, ImportedFiles
+from layoutkit import files
 
 from .helpers.caches import with_shared_entries
 from .helpers.streams import lines_of, rest_of, wait_for_line
@@ -74,15 +75,12 @@ def _layoutbench(environment: dict, *args: str, cwd=None) -> subprocess.Complete
 @contextlib.contextmanager
 def _cache_of(environment: dict):
     """This process sees the test's cache, and so its server, while in the block."""
-    saved = os.environ.get("LAYOUTBENCH_CACHE_DIR")
-    os.environ["LAYOUTBENCH_CACHE_DIR"] = environment["LAYOUTBENCH_CACHE_DIR"]
+    saved = files.cache_settings()
+    files.install(files.CacheSettings.from_environment(environment))
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ["LAYOUTBENCH_CACHE_DIR"]
-        else:
-            os.environ["LAYOUTBENCH_CACHE_DIR"] = saved
+        files.install(saved)
 
 
 def _status(environment: dict, required: bool = True) -> dict | None:

@@ -33,21 +33,19 @@ def gate(args) -> int:
 def sweep(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> list[dict]:
     """Measure (or reuse) models x strategies x targets into ``--out`` with a progress bar;
     the records, in plan order, and one line saying what failed, was skipped and was reused."""
-    from pathlib import Path
-
     from harness.results.store import RecordStore
     from harness.sweep.execution import Execution
     from harness.sweep import table_check
     from harness.sweep.planning import run_sweep
-    from harness.targets import MeasureContext, RunSettings
+    from harness.targets import HostSettings, MeasureContext, RunSettings
     from layoutkit.files import cache_folder
 
     cache_folder()  # a cache others could write is refused before the results directory is made
     table = table_check.load_checked(args.costs) if args.costs else None  # before anything is made or started
     store = RecordStore(args.out)
     context = MeasureContext(Path(args.out).resolve(), args.et_runner,
-                             RunSettings(warmup=args.warmup, iterations=args.iterations,
-                                         processes=args.processes), table)
+                             RunSettings(warmup=args.warmup, iterations=args.iterations, processes=args.processes),
+                             table, HostSettings.from_environment(args.environment))
     execution = Execution(args.workers, args.ray, args.time_limit, args.memory_limit)
     with SweepProgress() as progress:
         done = run_sweep(model_names, strategy_names, targets, store, progress, fresh=args.fresh, context=context,

@@ -97,16 +97,18 @@ def cache(args) -> int:
 
 def runtime(args) -> int:
     from harness.errors import UsageError
+    from harness.targets import HostSettings
     from harness.targets.vulkan import runtime_build
 
+    host = HostSettings.from_environment(args.environment)
     if args.action == "build":
         if args.et_runner:
             raise UsageError("--et-runner names a runtime to report on; runtime build builds one: drop it")
-        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs))
+        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs, host))
         return 0
     if args.source or args.cmake_arg or args.rebuild or args.jobs:
         raise UsageError("--source, --cmake-arg, --rebuild and --jobs go with runtime build")
-    text, found = runtime_build.report(args.et_runner)
+    text, found = runtime_build.report(args.et_runner, host)
     print(text)
     return 0 if found else 1
 

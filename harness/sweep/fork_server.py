@@ -17,8 +17,11 @@ import multiprocessing.forkserver
 import signal
 import threading
 
-PRELOAD = ["harness.quiet", "harness.sweep.orphaned_start", "harness.sweep.workers",
-           "harness.targets.vulkan.targets", "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
+from harness import quiet
+
+PRELOAD = ["harness.sweep.orphaned_start", "harness.sweep.workers", "harness.targets.vulkan.targets",
+           "harness.targets.arm.targets", "harness.sweep.freeze_heap"]
+QUIET_START = "harness.sweep.quiet_start"  # first, in the server of a quiet command
 _from_here = False
 # Held while a worker is started, and by a thread of this process that draws on the terminal
 # (the progress display): a worker forked from here must not inherit a stream locked halfway
@@ -41,7 +44,7 @@ def context():
             importlib.import_module(name)
         return multiprocessing.get_context("fork")
     forkserver = multiprocessing.get_context("forkserver")
-    forkserver.set_forkserver_preload(PRELOAD)
+    forkserver.set_forkserver_preload([QUIET_START, *PRELOAD] if quiet.silenced else PRELOAD)
     _ensure_running()
     return forkserver
 

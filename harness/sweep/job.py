@@ -6,7 +6,8 @@ identity the sweep planned for each. :func:`run_job` runs it and reports through
 shares, :class:`Measuring` before each measurement, then :class:`Recorded`, or
 :class:`CommandMistake` for a mistake of the command line.
 It runs in a worker process (a local one, or a Ray task), so a native crash ends only the
-worker: the sweep learns from the missing record which measurement it was in.
+worker: the sweep learns from the missing record which measurement it was in. A job carries
+what the worker needs of its sweep's settings (the context, the cache), not its environment.
 """
 
 import contextlib
@@ -28,6 +29,7 @@ from harness.sweep.events import BuildingModel, CommandMistake, Measuring, Recor
 from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
 from layoutkit.errors import OUT_OF_SPACE_ERRNOS
+from layoutkit.files import CacheSettings, install
 
 
 @dataclass
@@ -40,7 +42,7 @@ class Job:
     identities: dict  # strategy -> the identity fields the sweep planned for its record
     versions: dict  # the tool versions every record carries
     context: MeasureContext = field(default_factory=MeasureContext)
-    environ: dict = field(default_factory=dict)  # applied in the worker before measuring
+    cache: CacheSettings = field(default_factory=CacheSettings)  # installed in the worker before measuring
     cwd: str | None = None
 
     def record(self, strategy, status: str, reason: str | None, **fields) -> dict:
@@ -155,7 +157,7 @@ def run_job(job: Job, send, wait_turn=None) -> None:
     until then it only reads from the caches what the model's strategies share."""
     if job.cwd and os.path.isdir(job.cwd):
         os.chdir(job.cwd)
-    os.environ.update(job.environ)
+    install(job.cache)
     target = get_target(job.target)
     model = ModelPipeline(job.model)
     with output_to_stderr():

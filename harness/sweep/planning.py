@@ -37,6 +37,7 @@ from harness.sweep.events import CommandMistake, Recorded, WorkerEvent
 from harness.sweep.execution import Execution
 from harness.sweep.job import Job
 from harness.targets import MeasureContext, get_target
+from layoutkit.files import cache_settings
 
 RECORDS = DiskCache("records")
 
@@ -195,7 +196,7 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
 
     jobs = []
     for model_name in model_names:
-        job = Job(model_name, target_name, [], {}, versions, context, dict(os.environ), os.getcwd())
+        job = Job(model_name, target_name, [], {}, versions, context, cache_settings(), os.getcwd())
         if unavailable:
             for strategy in chosen:
                 emit(job.record(strategy, "skipped", unavailable), measured=False)

@@ -7,10 +7,11 @@ and puts every event on a queue the driver reads, so records land in the driver'
 directory as they come, under the same progress bar. A task asks Ray for one CPU and the
 memory limit (default 4 GiB) and is never retried: a model that failed would fail again.
 The driver ships its own ``layoutkit``, ``harness``, ``models`` and ``strategies`` packages with the tasks
-(``py_modules``); the nodes need the pinned stack (``requirements*.txt``) installed.
+(``py_modules``); the nodes need the pinned stack (``requirements*.txt``) installed. A job
+carries its sweep's settings (:class:`~harness.sweep.job.Job`), not the driver's environment:
+a node keeps its own PATH, libraries and Python.
 """
 
-import dataclasses
 import logging
 
 import harness
@@ -26,12 +27,6 @@ DEFAULT_MEMORY = 4 * GIB
 
 def _supervise(job: Job, queue, time_limit, memory_limit) -> None:
     LocalWorkers(1, time_limit, memory_limit).run([job], queue.put)
-
-
-def _portable(job: Job) -> Job:
-    """The job as another node can take it: of the driver's environment only layoutbench's
-    own settings (a node keeps its own PATH, libraries and Python)."""
-    return dataclasses.replace(job, environ={k: v for k, v in job.environ.items() if k.startswith("LAYOUTBENCH_")})
 
 
 class RayWorkers:
@@ -52,8 +47,7 @@ class RayWorkers:
         try:
             queue = Queue()
             task = ray.remote(num_cpus=1, memory=self.memory_limit or DEFAULT_MEMORY, max_retries=0)(_supervise)
-            running.update({task.remote(_portable(job), queue, self.time_limit, self.memory_limit): job
-                            for job in jobs})
+            running.update({task.remote(job, queue, self.time_limit, self.memory_limit): job for job in jobs})
             recorded: set = set()
 
             def drain() -> None:

@@ -11,6 +11,7 @@ first asked it imports every public module directly under ``harness/targets/`` a
 
 import dataclasses
 import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,10 @@ from costmodel.table import CostTable
 from harness.results.provenance import provenance, tool_versions
 from layoutkit.errors import UnknownNameError, UsageError
 from layoutkit.registry import direct_public_module, import_built_ins
+
+RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
+DEVICE_INDEX_ENV = "ETVK_DEVICE_INDEX"  # ET-VK's own, read by its runtime too
+VULKAN_ICD_ENV = "LAYOUTBENCH_VULKAN_ICD"
 
 _targets: dict[str, type] = {}
 
@@ -32,6 +37,23 @@ class RunSettings:
     processes: int = 3  # runtime processes per program where it times itself (ETDump): the fastest is kept
 
 
+@dataclass(frozen=True)
+class HostSettings:
+    """What the user's environment says of the runtimes on this host, read where a process
+    starts (:meth:`from_environment`) and carried in the context to the measurements."""
+
+    et_runner: str | None = None  # the runner, where --et-runner names none
+    vulkan_device_index: str | None = None  # the device ET-VK runs on (harness.targets.vulkan.device)
+    vulkan_icd: str | None = None  # the Vulkan driver of the VGF scenario runner (None: lavapipe)
+
+    @classmethod
+    def from_environment(cls, environment: Mapping[str, str]) -> "HostSettings":
+        """The settings ``environment`` (a process's, handed in where it starts) names:
+        ``$LAYOUTBENCH_ET_RUNNER``, ``$ETVK_DEVICE_INDEX``, ``$LAYOUTBENCH_VULKAN_ICD``."""
+        return cls(environment.get(RUNNER_ENV) or None, environment.get(DEVICE_INDEX_ENV),
+                   environment.get(VULKAN_ICD_ENV) or None)
+
+
 @dataclass
 class MeasureContext:
     """What a measurement may need beyond the model and the strategy."""
@@ -42,6 +64,7 @@ class MeasureContext:
     # The GPU cost table records predict with and ilp-time minimises: read once at the edge (the
     # command line, the asv suites), carried to every worker and handed to each pass that prices.
     costs: CostTable | None = None
+    host: HostSettings = field(default_factory=HostSettings)
 
 
 class Target:

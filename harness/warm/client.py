@@ -24,7 +24,7 @@ import psutil
 from harness.results.provenance import REPO_ROOT
 from harness.warm import encode, ignored_signals, private_folder_problem, process_context
 from layoutkit.errors import UsageError
-from layoutkit.files import cache_folder, cache_root, refuse_if_others_can_write
+from layoutkit.files import CacheSettings, cache_folder, cache_root, install, refuse_if_others_can_write
 
 # The command's child leads a process group of its own (its workers are in it), outside the
 # terminal's: what a terminal sends its foreground group the client passes on to that group;
@@ -160,12 +160,14 @@ def forward(entry: str, argv: list[str]) -> int | None:
         cwd = os.getcwd()
     except FileNotFoundError:  # the directory was removed: the command says so itself
         return None
+    environment = dict(os.environ)
+    install(CacheSettings.from_environment(environment))  # the cache it names says which server (server_files)
     connection = _connect()
     if connection is None:
         return None
     umask = os.umask(0)
     os.umask(umask)
-    request = encode({"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": cwd, "env": dict(os.environ),
+    request = encode({"entry": entry, "argv": argv, "argv0": sys.argv[0], "cwd": cwd, "env": environment,
                       "path": sys.path, "context": process_context(), "umask": umask, "ignored": ignored_signals(),
                       "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))})
     with connection, connection.makefile("rb") as replies:

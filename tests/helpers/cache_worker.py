@@ -1,15 +1,16 @@
 """A process that fills one cache entry, for the concurrent-writers test (imports nothing heavy)."""
 
-import os
 import time
+from pathlib import Path
 
 from harness.cache import DiskCache
+from layoutkit.files import CacheSettings, install
 
 
 def fill(cache_dir: str, key: str, marker: str, log: str, barrier) -> bytes:
     """Wait for the other process, then fill ``key``; computing takes a second and appends
     ``marker`` to ``log``."""
-    os.environ["LAYOUTBENCH_CACHE_DIR"] = cache_dir
+    install(CacheSettings(Path(cache_dir)))
 
     def compute():
         with open(log, "a") as out:

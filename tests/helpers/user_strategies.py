@@ -150,10 +150,15 @@ class WaitsForACacheRead(TagMemoryMetaPass):
 
 def waiting_for_a_cache_read(monkeypatch, tmp_path, entry, wait_seconds: float) -> Path:
     """Set up :class:`WaitsForACacheRead` to wait for ``entry`` (whose
-    modification time is set a day back, so a read shows); returns its log."""
+    modification time is set a day back, so a read shows); returns its log. Its settings are
+    in the environment, which a worker has from the fork server it forks from: the one an
+    earlier test started is stopped, so the sweep starts one with them, as a command does."""
+    import multiprocessing.forkserver
+
     unread = int(time.time()) - 86400
     os.utime(entry, (unread, unread))
     log = tmp_path / "reads.log"
     for name, value in [("LOG", log), ("ENTRY", entry), ("ENTRY_MTIME", unread), ("WAIT_SECONDS", wait_seconds)]:
         monkeypatch.setenv(f"USER_STRATEGY_{name}", str(value))
+    multiprocessing.forkserver._forkserver._stop()  # CPython's own tests stop it so
     return log

@@ -21,14 +21,14 @@ class ArmTarget(Target):
 
     uses_strategies = False
 
-    def flow(self, exported) -> dict:
+    def flow(self, exported, context: MeasureContext) -> dict:
         raise NotImplementedError
 
     def measure(self, model, strategy, fields: dict, context: MeasureContext) -> None:
         if models.half_precision(model.name):
             raise UnavailableError(f"{self.name} has no half-precision option: {models.FP16_SUFFIX} is ET-VK's "
                                    "force_fp16; measure the model without it")
-        fields.update(self.flow(model.exported))
+        fields.update(self.flow(model.exported, context))
 
 
 @register_target("tosa")
@@ -39,7 +39,7 @@ class Tosa(ArmTarget):
     tools = (*ArmTarget.tools, "tosa-tools")
     runs_programs = True  # the TOSA reference model
 
-    def flow(self, exported) -> dict:
+    def flow(self, exported, context: MeasureContext) -> dict:
         return measure_tosa(exported)
 
 
@@ -50,7 +50,7 @@ class EthosU(ArmTarget):
                "transpose_cycle_share", "core_clock_hz")
     tools = (*ArmTarget.tools, "tosa-tools", "ethos-u-vela")
 
-    def flow(self, exported) -> dict:
+    def flow(self, exported, context: MeasureContext) -> dict:
         return measure_ethos_u(exported, self.name)
 
 
@@ -75,7 +75,7 @@ class Vgf(ArmTarget):
 
     def environment(self, context: MeasureContext) -> dict:
         """The Vulkan driver the scenario runner uses too."""
-        return {**super().environment(context), "vulkan_icd": str(icd())}
+        return {**super().environment(context), "vulkan_icd": str(icd(context.host.vulkan_icd))}
 
-    def flow(self, exported) -> dict:
-        return measure_vgf(exported)
+    def flow(self, exported, context: MeasureContext) -> dict:
+        return measure_vgf(exported, icd(context.host.vulkan_icd))

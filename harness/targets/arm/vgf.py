@@ -4,10 +4,8 @@ Vulkan (lavapipe here; ``vgf_host.py`` makes the tools runnable) and compared wi
 PyTorch. The Arm packages are imported inside the functions (see :mod:`harness.targets.arm.tosa`).
 """
 
-import contextlib
 import copy
 import json
-import os
 import subprocess
 import tempfile
 import time
@@ -46,26 +44,13 @@ def lower_vgf(exported, model_converter: Path):
 
         return compile_partition
 
-    converter = {"MODEL_CONVERTER_PATH": str(model_converter)}
-    with substituted(backend, "vgf_compile", keeping_tosa), _environment(converter):
+    # vgf_compile looks for the converter through $MODEL_CONVERTER_PATH, else on PATH: this one is handed to it.
+    with (substituted(backend, "vgf_compile", keeping_tosa),
+          substituted(backend, "require_model_converter_executable", lambda _: lambda: model_converter)):
         edge_manager = to_edge_transform_and_lower(
             copy.deepcopy(exported), partitioner=[VgfPartitioner(VgfCompileSpec(TOSA_FP))]
         )
     return edge_manager, delegate_payloads(edge_manager), flatbuffers
-
-
-@contextlib.contextmanager
-def _environment(values: dict):
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _last_line(text: str) -> str:
@@ -106,10 +91,11 @@ def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
     scenario.write_text(json.dumps(_scenario(vgf, json.loads(template.stdout), inputs, outputs)))
     profile = workdir / "profile.json"
     start = time.perf_counter()
-    done = subprocess.run(
-        [str(vgf_tools.scenario_runner), "--scenario", str(scenario), "--output", str(workdir),
-         "--profiling-dump-path", str(profile), "--log-level", "error"],
-        capture_output=True, text=True, timeout=1800, env={**os.environ, **vgf_tools.environment},
+    done = subprocess.run(  # in the environment it inherits, with the layers and the driver it needs
+        ["env", *(f"{name}={value}" for name, value in vgf_tools.environment.items()), str(vgf_tools.scenario_runner),
+         "--scenario", str(scenario), "--output", str(workdir), "--profiling-dump-path", str(profile),
+         "--log-level", "error"],
+        capture_output=True, text=True, timeout=1800,
     )
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -121,11 +107,13 @@ def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
             "max_abs_error": error, "error_tolerance": limit, "top1_match": top1}
 
 
-def measure_vgf(exported) -> dict:
+def measure_vgf(exported, driver: Path) -> dict:
+    """The VGF flow's fields for ``exported``, its program run on the Vulkan driver whose ICD
+    file is ``driver``."""
     require_arm_packages()
     from harness.targets.arm.vgf_host import tools
 
-    vgf_tools = tools()
+    vgf_tools = tools(driver)
     start = time.perf_counter()
     edge_manager, payloads, flatbuffers = lower_vgf(exported, vgf_tools.model_converter)
     fields = {

@@ -7,10 +7,10 @@ fetches Debian trixie's libc6, libstdc++6, libgcc-s1 and libvulkan1 with apt-get
 private directory (nothing on the system changes; :mod:`harness.targets.debian_trixie`)
 and writes wrappers that start each tool through that directory's dynamic loader.
 Inference runs on Mesa's lavapipe CPU driver (Debian ``mesa-vulkan-drivers``) unless
-``LAYOUTBENCH_VULKAN_ICD`` names another.
+``LAYOUTBENCH_VULKAN_ICD`` names another (:class:`harness.targets.base.HostSettings`).
 
 ``python -m harness.targets.arm.vgf_host`` (run by ``make``) prepares the host, or says in one line
-why it cannot; ``tools()`` hands the ready tools to the harness, or raises that line.
+why it cannot; ``tools(driver)`` hands the ready tools to the harness, or raises that line.
 """
 
 import importlib.util
@@ -23,7 +23,9 @@ from pathlib import Path
 
 from harness.errors import TargetUnavailableError
 from harness.targets import debian_trixie
+from harness.targets.base import HostSettings
 from harness.targets.debian_trixie import SYSTEM_LIBRARIES
+from layoutkit.files import CacheSettings, install
 
 MIN_GLIBC = (2, 38)
 MIN_VULKAN_LOADER = (1, 4)
@@ -115,17 +117,18 @@ def _write_wrapper(name: str, private: bool) -> Path:
     return wrapper
 
 
-def icd() -> Path:
-    return Path(os.environ.get("LAYOUTBENCH_VULKAN_ICD") or LAVAPIPE_ICD)
+def icd(named: str | None) -> Path:
+    """The Vulkan driver's ICD file: the one the user ``named``, else lavapipe's."""
+    return Path(named or LAVAPIPE_ICD)
 
 
-def _environment() -> dict:
+def _environment(driver: Path) -> dict:
     layers = _package_dir(EMULATION_PACKAGE) / "deploy" / "share" / "vulkan" / "explicit_layer.d"
     return {
         "VK_INSTANCE_LAYERS": EMULATION_LAYERS,
         "VK_ADD_LAYER_PATH": str(layers),
-        "VK_DRIVER_FILES": str(icd()),
-        "VK_ICD_FILENAMES": str(icd()),
+        "VK_DRIVER_FILES": str(driver),
+        "VK_ICD_FILENAMES": str(driver),
     }
 
 
@@ -136,22 +139,23 @@ def _smoke_test(wrapper: Path) -> None:
         raise VgfHostError(f"{wrapper.name} does not start on this host: {last}")
 
 
-def prepare() -> VgfTools:
+def prepare(driver: Path) -> VgfTools:
     """Make the tools runnable here (fetching a runtime if the host needs one) and check
     that each starts; idempotent."""
     if needs_private_runtime() and not debian_trixie.loader().exists():
         _fetch_trixie_runtime()
-    prepared = tools()
+    prepared = tools(driver)
     for wrapper in (prepared.model_converter, prepared.scenario_runner, prepared.vgf_dump):
         _smoke_test(wrapper)
     return prepared
 
 
-def tools() -> VgfTools:
-    """The tools of this Python environment, or a one-line reason they cannot run here.
-    Fetches nothing: an older host needs ``prepare`` (make) once."""
-    if not icd().exists():
-        raise VgfHostError(f"no Vulkan driver at {icd()}: install Debian's mesa-vulkan-drivers (lavapipe)")
+def tools(driver: Path) -> VgfTools:
+    """The tools of this Python environment, the scenario runner's on the Vulkan driver whose
+    ICD file is ``driver``, or a one-line reason they cannot run here. Fetches nothing: an
+    older host needs ``prepare`` (make) once."""
+    if not driver.exists():
+        raise VgfHostError(f"no Vulkan driver at {driver}: install Debian's mesa-vulkan-drivers (lavapipe)")
     private = needs_private_runtime()
     if private and not debian_trixie.loader().exists():
         raise VgfHostError(
@@ -159,12 +163,16 @@ def tools() -> VgfTools:
             "run make (python -m harness.targets.arm.vgf_host) to fetch them privately"
         )
     wrappers = {name: _write_wrapper(name, private) for name in BINARIES}
-    return VgfTools(wrappers["model-converter"], wrappers["scenario-runner"], wrappers["vgf_dump"], _environment())
+    return VgfTools(wrappers["model-converter"], wrappers["scenario-runner"], wrappers["vgf_dump"],
+                    _environment(driver))
 
 
 def main() -> int:
+    """The start of ``python -m harness.targets.arm.vgf_host``: the cache and the driver its
+    environment names."""
+    install(CacheSettings.from_environment(os.environ))
     try:
-        prepared = prepare()
+        prepared = prepare(icd(HostSettings.from_environment(os.environ).vulkan_icd))
     except (VgfHostError, subprocess.SubprocessError, OSError) as error:
         print(f"vgf host: not ready: {error}", file=sys.stderr)
         return 1

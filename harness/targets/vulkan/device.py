@@ -3,9 +3,10 @@
 make a layout illegal there (:mod:`costmodel.device_limits`), as ``vulkaninfo`` prints them.
 
 Asked of the Vulkan loader directly (ctypes), and chosen as ET-VK chooses
-(``backends/vulkan/runtime/vk_api/Runtime.cpp``): ``$ETVK_DEVICE_INDEX`` if set, else the
-first device of the highest kind, discrete GPU over integrated, virtual, other, CPU. GPU
-times mean nothing without the device they came from: records and cost tables carry it.
+(``backends/vulkan/runtime/vk_api/Runtime.cpp``): ``$ETVK_DEVICE_INDEX`` if set (its value
+handed in by the caller), else the first device of the highest kind, discrete GPU over
+integrated, virtual, other, CPU. GPU times mean nothing without the device they came from:
+records and cost tables carry it.
 Standard library only: ``remote_runner.py`` asks the same of a machine without ExecuTorch,
 where ``vulkaninfo`` may not be installed and would not say which device ET-VK picks.
 """
@@ -13,7 +14,6 @@ where ``vulkaninfo`` may not be installed and would not say which device ET-VK p
 import ctypes
 import ctypes.util
 import functools
-import os
 
 _STRUCTURE_TYPE_INSTANCE_CREATE_INFO = 1
 _PRIORITY = {2: 5, 1: 4, 3: 3, 4: 1}  # VkPhysicalDeviceType -> ET-VK's preference; others 2
@@ -58,7 +58,7 @@ def _devices(vulkan) -> list[tuple[str, int, dict]]:
 
 
 @functools.cache
-def _chosen() -> tuple[str, int, dict] | None:
+def _chosen(index: str | None) -> tuple[str, int, dict] | None:
     library = ctypes.util.find_library("vulkan") or "libvulkan.so.1"
     try:
         vulkan = ctypes.CDLL(library)
@@ -67,20 +67,20 @@ def _chosen() -> tuple[str, int, dict] | None:
     devices = _devices(vulkan)
     if not devices:
         return None
-    index = os.environ.get("ETVK_DEVICE_INDEX", "")
-    if index.isdigit() and int(index) < len(devices):
+    if index and index.isdigit() and int(index) < len(devices):
         return devices[int(index)]
     return max(devices, key=lambda device: _PRIORITY.get(device[1], 2))
 
 
-def vulkan_device() -> str | None:
-    """The name of the device ET-VK would pick here, or None without a Vulkan driver."""
-    chosen = _chosen()
+def vulkan_device(index: str | None = None) -> str | None:
+    """The name of the device ET-VK would pick here, ``index`` its ``$ETVK_DEVICE_INDEX``, or
+    None without a Vulkan driver."""
+    chosen = _chosen(index)
     return chosen[0] if chosen else None
 
 
-def vulkan_limits() -> dict | None:
+def vulkan_limits(index: str | None = None) -> dict | None:
     """That device's image and storage buffer limits (``{"maxImageDimension3D": 4096, ...}``),
     or None without a Vulkan driver."""
-    chosen = _chosen()
+    chosen = _chosen(index)
     return dict(chosen[2]) if chosen else None

@@ -46,8 +46,10 @@ def _lower_in_new_process(name: str) -> int:
     return usage.ru_maxrss * 1024  # Linux reports KiB
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the measured process, in the cache its environment (its parent's) names
     from harness import quiet
+    from layoutkit.files import CacheSettings, install
 
     quiet.apply(verbose=False)
+    install(CacheSettings.from_environment(os.environ))
     VulkanLowering.from_exported(pipeline(sys.argv[1]).exported)

@@ -158,14 +158,15 @@ def program_inputs(pte: Path) -> list[Path]:
 
 
 def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int,
-                 processes: int) -> dict:
-    """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``."""
+                 processes: int, device_index: str | None = None) -> dict:
+    """Every program under ``results/programs`` timed with ``runner``; the tar at ``out``;
+    ``device_index``: ``$ETVK_DEVICE_INDEX``, which the runner reads too."""
     programs = list_programs(results)
     if not programs:
         raise SystemExit(f"remote_runner.py: no programs under {results / 'programs'}: run --target vulkan-run there first")
-    summary = {"device": vulkan_device(), "limits": vulkan_limits(), "machine": platform.node(),
-               "runner": str(runner), "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16],
-               "made_by": "remote_runner.py",
+    summary = {"device": vulkan_device(device_index), "limits": vulkan_limits(device_index),
+               "machine": platform.node(), "runner": str(runner),
+               "runner_digest": hashlib.sha256(runner.read_bytes()).hexdigest()[:16], "made_by": "remote_runner.py",
                "settings": {"warmup": warmup, "iterations": iterations, "repeats": repeats, "processes": processes},
                "programs": {}}
     mode = {".xz": "w:xz", ".tar": "w"}.get(Path(out).suffix, "w:gz")  # xz: a quarter of gzip's size
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a runner without the event tracer (no ETDump) only: wall-clock timings taken")
     args = parser.parse_args(argv)
     run_programs(args.results.resolve(), args.runner.resolve(), args.out, args.warmup, args.iterations, args.repeats,
-                 args.processes)
+                 args.processes, os.environ.get("ETVK_DEVICE_INDEX"))
     return 0
 
 

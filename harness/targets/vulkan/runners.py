@@ -26,13 +26,12 @@ import torch
 
 from layoutkit.files import cache_folder, refuse_if_others_can_write
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
-from harness.targets.base import RunSettings
+from harness.targets.base import RUNNER_ENV, RunSettings
 from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields
 from harness.targets.vulkan.latency import latency_fields
 from harness.targets.vulkan.remote_runner import etdump_paths, run_child, run_timed, runner_command
 from layoutkit.errors import MeasurementError, UsageError
 
-RUNNER_ENV = "LAYOUTBENCH_ET_RUNNER"
 RUNNER_NAME = "executor_runner"
 NO_RUNTIME_REASON = (
     "no ExecuTorch runtime with the Vulkan backend: build one with `layoutbench runtime build --source DIR` "
@@ -154,11 +153,13 @@ def newest_built_runner() -> Path | None:
     return newest
 
 
-def locate_runtime(et_runner: str | None, backend: str = "VulkanBackend") -> tuple[object | None, str | None]:
+def locate_runtime(et_runner: str | None, from_environment: str | None = None,
+                   backend: str = "VulkanBackend") -> tuple[object | None, str | None]:
     """(the runtime to use, the rule that found it), or (None, None): ``--et-runner``,
-    ``$LAYOUTBENCH_ET_RUNNER``, an ``executor_runner`` on ``PATH``, the cache's own
-    ``runtime/executor_runner``, the newest build, then ExecuTorch pybindings that have the backend."""
-    for path, rule in ((et_runner, BY_FLAG), (os.environ.get(RUNNER_ENV), BY_ENVIRONMENT)):
+    ``$LAYOUTBENCH_ET_RUNNER`` (``from_environment``: :class:`harness.targets.base.HostSettings`),
+    an ``executor_runner`` on ``PATH``, the cache's own ``runtime/executor_runner``, the newest
+    build, then ExecuTorch pybindings that have the backend."""
+    for path, rule in ((et_runner, BY_FLAG), (from_environment, BY_ENVIRONMENT)):
         if path:
             return ExecutorRunner(shutil.which(path) or path), rule
     cached = cached_runner() if os.access(cached_runner(), os.X_OK) else None
@@ -171,8 +172,9 @@ def locate_runtime(et_runner: str | None, backend: str = "VulkanBackend") -> tup
 
 
 def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
-    """The runtime to use (:func:`locate_runtime`), or None: the caller marks its records skipped."""
-    return locate_runtime(et_runner, backend)[0]
+    """The runtime to use (:func:`locate_runtime`; ``et_runner``: the one the flag or the
+    environment names), or None: the caller marks its records skipped."""
+    return locate_runtime(et_runner, backend=backend)[0]
 
 
 def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,

@@ -35,6 +35,7 @@ from pathlib import Path
 from harness.cache import DiskCache
 from harness.errors import RuntimeBuildError, UsageError
 from harness.targets import debian_trixie
+from harness.targets.base import HostSettings
 from harness.targets.vulkan.runtime_source import (
     PREFIX,
     SourceTree,
@@ -187,9 +188,11 @@ def _required_tools() -> None:
                          "(Debian: apt-get install cmake ninja-build)")
 
 
-def build(source: str | None, extra_flags: list[str], rebuild: bool = False, jobs: int | None = None) -> Path:
+def build(source: str | None, extra_flags: list[str], rebuild: bool = False, jobs: int | None = None,
+          host: HostSettings = HostSettings()) -> Path:
     """Build (or reuse) the runner for ``source`` (None: a clone of the installed executorch's
-    tag) with :data:`BUILD_FLAGS` and ``extra_flags``; the path of the binary."""
+    tag) with :data:`BUILD_FLAGS` and ``extra_flags``; the path of the binary. ``host``: where
+    the user's environment names a runner, which would come before it."""
     if source is not None and not Path(source).is_dir():
         raise UsageError(f"--source {source} is not a directory; pass the top of an ExecuTorch source tree")
     path = Path(source).resolve() if source else cloned_source()
@@ -225,20 +228,22 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
         shutil.copyfile(cmake_build / RUNNER_NAME, temporary)
         temporary.chmod(0o755)
         os.replace(temporary, binary)
-    say(f"built {binary} in {seconds / 60:.1f} min ({binary.stat().st_size / 1e6:.1f} MB); {_who_finds(binary)}")
+    say(f"built {binary} in {seconds / 60:.1f} min ({binary.stat().st_size / 1e6:.1f} MB); "
+        f"{_who_finds(binary, host)}")
     return binary
 
 
-def _who_finds(binary: Path) -> str:
-    runtime, rule = locate_runtime(None)
+def _who_finds(binary: Path, host: HostSettings) -> str:
+    runtime, rule = locate_runtime(None, host.et_runner)
     if isinstance(runtime, ExecutorRunner) and runtime.path == binary:
         return "vulkan-run, profile and asv find it with no flag"
     return f"but {runtime.path} ({rule}) comes first: pass --et-runner {binary}, or remove that one"
 
 
-def report(et_runner: str | None = None) -> tuple[str, bool]:
-    """Which runtime the harness would use and why: (lines for people, whether one was found)."""
-    runtime, rule = locate_runtime(et_runner)
+def report(et_runner: str | None = None, host: HostSettings = HostSettings()) -> tuple[str, bool]:
+    """Which runtime the harness would use and why (``et_runner``: the flag's; ``host``: the
+    environment's): (lines for people, whether one was found)."""
+    runtime, rule = locate_runtime(et_runner, host.et_runner)
     if runtime is None:
         return f"no runtime: {NO_RUNTIME_REASON}", False
     if not isinstance(runtime, ExecutorRunner):

@@ -17,6 +17,9 @@ from harness.targets.vulkan.runners import runtime_dir
 
 PREFIX = "layoutbench runtime build"
 EXECUTORCH_GIT_URL = "https://github.com/pytorch/executorch.git"
+# git in the environment it inherits, where a clone that needs credentials fails instead of
+# asking for them on the terminal (a build without internet must say so, not wait).
+GIT_WITHOUT_PROMPTS = ("env", "GIT_TERMINAL_PROMPT=0", "git")
 # The submodules the runner's build reads, but for third-party/json: a stand-in replaces it if it cannot be had.
 RUNNER_SUBMODULES = (
     "backends/vulkan/third-party/Vulkan-Headers",
@@ -132,9 +135,8 @@ def cloned_source() -> Path:
     shutil.rmtree(source, ignore_errors=True)
     source.parent.mkdir(parents=True, exist_ok=True)
     say(f"cloning ExecuTorch {tag} (the installed executorch is {version}) into {source}")
-    environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    clone = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", tag, EXECUTORCH_GIT_URL,
-                            str(source)], capture_output=True, text=True, env=environment, timeout=3600)
+    clone = subprocess.run([*GIT_WITHOUT_PROMPTS, "clone", "--quiet", "--depth", "1", "--branch", tag,
+                            EXECUTORCH_GIT_URL, str(source)], capture_output=True, text=True, timeout=3600)
     if clone.returncode != 0:
         shutil.rmtree(source, ignore_errors=True)
         last = (clone.stderr.strip().splitlines() or ["no output"])[-1]
@@ -142,8 +144,8 @@ def cloned_source() -> Path:
                          "internet, pass --source DIR, an ExecuTorch source tree with its submodules")
 
     def update(names: tuple[str, ...]) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(source), "submodule", "update", "--init", "--depth", "1", "--",
-                               *names], capture_output=True, text=True, env=environment, timeout=3600)
+        return subprocess.run([*GIT_WITHOUT_PROMPTS, "-C", str(source), "submodule", "update", "--init", "--depth",
+                               "1", "--", *names], capture_output=True, text=True, timeout=3600)
 
     fetched = update(RUNNER_SUBMODULES)
     if fetched.returncode != 0:

@@ -143,7 +143,7 @@ class VulkanRun(Vulkan):
     runs_programs = True
 
     def prepare(self, context: MeasureContext) -> None:
-        self.runtime = find_runtime(context.et_runner)
+        self.runtime = find_runtime(context.et_runner or context.host.et_runner)
         if self.runtime is None:
             raise TargetUnavailableError(NO_RUNTIME_REASON)
 
@@ -152,8 +152,9 @@ class VulkanRun(Vulkan):
         device it runs on, with its limits: a record measured on another GPU is another record."""
         path = getattr(self.runtime, "path", None)
         runtime = f"{self.runtime.name}:{file_digest(path)}" if path else self.runtime.name
-        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device(),
-                "vulkan_limits": vulkan_limits()}
+        index = context.host.vulkan_device_index
+        return {**super().environment(context), "runtime": runtime, "vulkan_device": vulkan_device(index),
+                "vulkan_limits": vulkan_limits(index)}
 
     def reusable(self, record: dict, context: MeasureContext) -> bool:
         """Only where its program, node map and (if it had one) ETDump are in this results
