@@ -41,7 +41,8 @@ if not IN_XDIST_WORKER:
         if (_user_cache / _kind).is_dir():
             (_suite_cache / _kind).symlink_to((_user_cache / _kind).resolve())
     os.environ["LAYOUTBENCH_CACHE_DIR"] = str(_suite_cache)
-files.install(CacheSettings.from_environment(os.environ))
+SUITE_CACHE = CacheSettings.from_environment(os.environ)
+files.install(SUITE_CACHE)
 
 from harness import quiet  # noqa: E402
 
@@ -64,13 +65,22 @@ if not IN_XDIST_WORKER:
     os.environ[COSTS_ENV] = _table  # the command line's default for --costs
 
 
+@pytest.fixture(autouse=True)
+def the_suites_cache_stays_installed():
+    """Each test leaves the suite's cache installed: library code a later test calls in this
+    process would otherwise read and write another cache, the user's where none is named."""
+    yield
+    left = files.cache_settings()
+    files.install(SUITE_CACHE)
+    assert left == SUITE_CACHE, f"the test left another cache installed: {left}"
+
+
 @pytest.fixture
 def monkeypatch(monkeypatch):
     """pytest's, whose changes to the environment (``setenv``, ``delenv``) also install the
     cache settings it then names, as an entry would: a test that points
     ``$LAYOUTBENCH_CACHE_DIR`` elsewhere and calls library code uses that cache. The suite's
     are installed again when the test ends."""
-    suite_settings = files.cache_settings()
 
     def installing(change):
         def changed(*args, **kwargs):
@@ -81,7 +91,7 @@ def monkeypatch(monkeypatch):
 
     monkeypatch.setenv, monkeypatch.delenv = installing(monkeypatch.setenv), installing(monkeypatch.delenv)
     yield monkeypatch
-    files.install(suite_settings)
+    files.install(SUITE_CACHE)
 
 
 @pytest.fixture

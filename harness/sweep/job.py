@@ -29,7 +29,7 @@ from harness.sweep.events import BuildingModel, CommandMistake, Measuring, Recor
 from harness.targets import MeasureContext, get_target
 from harness.targets.accuracy import wrong_answer
 from layoutkit.errors import OUT_OF_SPACE_ERRNOS
-from layoutkit.files import CacheSettings, install
+from layoutkit.files import CacheSettings, cache_settings, install
 
 
 @dataclass
@@ -42,7 +42,7 @@ class Job:
     identities: dict  # strategy -> the identity fields the sweep planned for its record
     versions: dict  # the tool versions every record carries
     context: MeasureContext = field(default_factory=MeasureContext)
-    cache: CacheSettings = field(default_factory=CacheSettings)  # installed in the worker before measuring
+    cache: CacheSettings = field(default_factory=cache_settings)  # where it was made; installed in the worker
     cwd: str | None = None
 
     def record(self, strategy, status: str, reason: str | None, **fields) -> dict:
