@@ -198,7 +198,7 @@ def test_run_settings_for_programs_are_a_commits_unless_set():
 def real_runtime():
     from harness.targets.vulkan import runners
 
-    if runners.find_runtime(None) is None:
+    if runners.find_runtime(None, os.environ.get(runners.RUNNER_ENV)) is None:
         pytest.skip(f"this test runs programs: {runners.NO_RUNTIME_REASON}")
 
 

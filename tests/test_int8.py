@@ -152,7 +152,7 @@ class _OffByFiveHundredths:
 
 @pytest.mark.parametrize("model, status", [(MODEL, "ok"), ("synthetic_small", "failed")])
 def test_vulkan_run_holds_an_int8_program_to_the_int8_tolerance(model, status, tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner: _OffByFiveHundredths())
+    monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner, from_environment: _OffByFiveHundredths())
     settings = runners.RunSettings(warmup=1, iterations=2, repeats=1)
     records = run_sweep([model], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
                         context=MeasureContext(tmp_path, run_settings=settings),

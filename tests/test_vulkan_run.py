@@ -205,7 +205,7 @@ def test_a_runner_on_path_or_in_the_cache_needs_no_flag(monkeypatch, tmp_path, s
 
 def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, monkeypatch):
     # The pybindings have no VulkanBackend, so loading the ET-VK program fails in the child.
-    monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner: runners.Pybindings())
+    monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner, from_environment: runners.Pybindings())
     records = run_sweep(["synthetic_small"], ["bfs-downstream"], "vulkan-run", RecordStore(tmp_path),
                         context=MeasureContext(tmp_path, run_settings=SETTINGS),
                         execution=Execution(workers=0)).records  # in this process, where the patch is
@@ -242,7 +242,7 @@ def test_no_worker_loads_early_beside_a_timed_run(tmp_path, monkeypatch, stand_i
 @pytest.fixture
 def real_runner():
     """An executor_runner wherever one is found (flag aside: env, PATH, the cache)."""
-    runtime = runners.find_runtime(None)
+    runtime = runners.find_runtime(None, os.environ.get(runners.RUNNER_ENV))
     if not isinstance(runtime, runners.ExecutorRunner):
         pytest.skip(f"no executor_runner here: {runners.NO_RUNTIME_REASON}")
     return runtime

@@ -171,10 +171,9 @@ def locate_runtime(et_runner: str | None, from_environment: str | None = None,
     return None, None
 
 
-def find_runtime(et_runner: str | None, backend: str = "VulkanBackend"):
-    """The runtime to use (:func:`locate_runtime`; ``et_runner``: the one the flag or the
-    environment names), or None: the caller marks its records skipped."""
-    return locate_runtime(et_runner, backend=backend)[0]
+def find_runtime(et_runner: str | None, from_environment: str | None = None, backend: str = "VulkanBackend"):
+    """The runtime to use (:func:`locate_runtime`), or None: the caller marks its records skipped."""
+    return locate_runtime(et_runner, from_environment, backend)[0]
 
 
 def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,

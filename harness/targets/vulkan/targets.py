@@ -143,7 +143,7 @@ class VulkanRun(Vulkan):
     runs_programs = True
 
     def prepare(self, context: MeasureContext) -> None:
-        self.runtime = find_runtime(context.et_runner or context.host.et_runner)
+        self.runtime = find_runtime(context.et_runner, context.host.et_runner)
         if self.runtime is None:
             raise TargetUnavailableError(NO_RUNTIME_REASON)
 
