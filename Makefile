@@ -5,10 +5,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: all test bench bench-cache bench-rerun bench-workers bench-asv bench-explorer asv dashboard venv explorer system-deps vgf-host clean
+.PHONY: help all test test-all bench bench-cache bench-rerun bench-workers bench-asv bench-explorer asv dashboard venv explorer system-deps vgf-host clean
 
 # `make`: everything the harness and every target need on this machine.
-all: system-deps venv vgf-host explorer
+all: system-deps venv vgf-host explorer ## set up everything: .venv/, Debian packages, the VGF host runtime
+
+# `make help`: the targets a user runs, each with the text after its `##`.
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 18
 
 # Debian packages, each with a command or file that shows it is there: graphviz renders
 # `explain --graph`, chromium opens the report, the graph and the asv dashboard headless,
@@ -54,46 +58,53 @@ vgf-host: $(STAMP) system-deps
 # The import contracts (pyproject.toml, [tool.importlinter]) first: a broken dependency rule
 # fails the build before any test runs. Then the suite on every core (pytest-xdist), a test
 # file to a worker, so a module-scoped fixture is made once; the slowest tests are listed at
-# the end (docs/testing.md says where the time goes).
-test: $(STAMP) system-deps vgf-host explorer
+# the end. Two tiers by measured cost (docs/testing.md): `make test` leaves out the tests
+# marked slow; `make test-all` (CI, through .ci/run) runs every test.
+PYTEST := $(PY) -m pytest -n auto --dist loadfile --durations=20
+
+test: $(STAMP) system-deps vgf-host explorer ## the fast tier: the import contracts, then every test not marked slow (minutes)
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -n auto --dist loadfile --durations=20
+	$(PYTEST) -m "not slow"
+
+test-all: $(STAMP) system-deps vgf-host explorer ## every test, both tiers (what CI runs, through .ci/run)
+	$(VENV)/bin/lint-imports --no-cache
+	$(PYTEST)
 
 # The report is written even when some records failed; the exit status is the run's.
-bench: $(STAMP)
+bench: $(STAMP) ## the quick zoo x all built-in strategies into results/, then its report
 	$(VENV)/bin/layoutbench run --zoo quick --strategies all --out $(RESULTS); status=$$?; \
 	$(VENV)/bin/layoutbench report $(RESULTS) && exit $$status
 
 # The quick zoo x every strategy with --fresh, lowering-prefix cache cold then warm.
-bench-cache: $(STAMP)
+bench-cache: $(STAMP) ## the lowering-prefix cache cold then warm
 	$(PY) -m pytest tests/test_cache_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # A re-run after editing one strategy, without and with a warm server (layoutbench serve).
-bench-rerun: $(STAMP)
+bench-rerun: $(STAMP) ## a re-run after editing one strategy
 	$(PY) -m pytest tests/test_rerun_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # One worker against two on the quick zoo (isolated workers, harness/sweep/workers.py).
-bench-workers: $(STAMP)
+bench-workers: $(STAMP) ## one worker against two
 	$(PY) -m pytest tests/test_workers_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # Model Explorer drawing a ViT with every overlay in headless Chromium, against its 10 s target.
-bench-explorer: $(STAMP) explorer
+bench-explorer: $(STAMP) explorer ## Model Explorer drawing a ViT
 	$(PY) -m pytest tests/test_explorer_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # asv --quick: a cold run of HEAD against a warm run of a child commit that changes one
 # strategy (a clone with its own asv environment and caches, under pytest's temporary directory).
-bench-asv: $(STAMP)
+bench-asv: $(STAMP) ## asv: a cold run against a warm one
 	$(PY) -m pytest tests/test_asv_benchmark.py --benchmark-enable -s -p no:cacheprovider
 
 # asv over the last commit (quick: one sample each); the environment is created once.
-asv: $(STAMP)
+asv: $(STAMP) ## asv over the last commit (quick: one sample each)
 	$(VENV)/bin/asv machine --yes
 	$(VENV)/bin/asv run --quick HEAD^!
 
 # asv's dashboard, made to work without CDN access (scripts fetched through npm).
-dashboard: $(STAMP)
+dashboard: $(STAMP) ## asv's dashboard, working offline
 	$(VENV)/bin/asv publish
 	$(VENV)/bin/layoutbench dashboard .asv/html
 
-clean:
+clean: ## remove .venv/ and results/
 	rm -rf $(VENV) $(RESULTS) *.egg-info

@@ -109,6 +109,16 @@ def no_runtime(monkeypatch, tmp_path_factory):
     assert "VulkanBackend" not in runners.pybindings_backends(), "this test needs a machine without ET-VK"
 
 
+COLLECTED = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Keeps every collected test, before ``-m`` deselects the other tier's, for
+    ``tests/test_tiers.py``."""
+    config.stash[COLLECTED] = list(items)
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not IN_XDIST_WORKER:  # the controller ends last, once every worker is done with the cache
         shutil.rmtree(_suite_cache, ignore_errors=True)  # the links only, not what they point to
