@@ -218,6 +218,9 @@ IMPOSSIBLE = {
     "boolean": ({"transitions": True}, "transitions is True, not a number"),
     "a string": ({"transitions": "nine"}, "transitions is 'nine', not a number"),
     "beyond a float": ({"transitions": 10 ** 400}, "transitions is an integer of 401 digits, beyond a float"),
+    "negative time": ({"predicted_gpu_ms": -2.0}, "predicted_gpu_ms is -2.0, negative, which a time never is"),
+    "infinite time": ({"latency_ms_median": float("inf")}, "latency_ms_median is inf, not a finite number"),
+    "infinite count": ({"transitions": float("-inf")}, "transitions is -inf, not a finite number"),
     "newer schema": ({"schema_version": 99}, "schema_version is 99, written by a newer layoutbench (this one "
                                              "reads up to 2): read it with that version"),
 }
@@ -255,6 +258,18 @@ def test_every_impossible_record_of_both_files_gets_its_line(tmp_path, capsys):
         "never is; correct or delete that line",
         f"layoutbench: error: {tmp_path / 'c' / 'records.jsonl'}:3: transitions is True, not a number; "
         "correct or delete that line"]
+
+
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+def test_a_negative_time_on_either_side_is_refused_not_an_improvement(tmp_path, capsys, side):
+    """-2 ms against 2 ms is no 200 % gain: no time is negative."""
+    records = {"baseline": 2.0, "candidate": 2.0, side: -2.0}
+    for role, ms in records.items():
+        _lines(tmp_path / role, make_record(MODEL, "s", "vulkan", "ok", predicted_gpu_ms=ms))
+    assert cli.main(["gate", "--baseline", str(tmp_path / "baseline"), "--candidate", str(tmp_path / "candidate"),
+                     "--threshold", "predicted_gpu_ms=1%"]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: {tmp_path / side / 'records.jsonl'}:1: predicted_gpu_ms "
+                                       "is -2.0, negative, which a time never is; correct or delete that line\n")
 
 
 def test_a_boolean_metric_may_be_a_boolean():

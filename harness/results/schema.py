@@ -173,29 +173,33 @@ _CONTEXT_TYPES = {"model": str, "strategy": (str, type(None)), "target": str, "s
 
 def well_formed(record: dict) -> bool:
     """Whether ``record`` can be read as one: its context fields of their types, a known
-    status, a whole-number schema version (none: version 1), and no metric infinite (no
-    table, chart or gate can use one)."""
+    status and a whole-number schema version (none: version 1)."""
     return (all(isinstance(record.get(name), types) for name, types in _CONTEXT_TYPES.items())
-            and record.get("status") in STATUSES and type(record.get("schema_version", 1)) is int
-            and not any(isinstance(record.get(name), float) and math.isinf(record[name]) for name in METRICS))
+            and record.get("status") in STATUSES and type(record.get("schema_version", 1)) is int)
 
 
-SIZE_UNITS = ("count", "bytes", "cycles")  # a count or a size, which is never negative
+# The units whose values are never negative, each with what such a value is; the others are
+# signed (an ILP's objective, a prediction's relative error) or a boolean.
+NEVER_NEGATIVE = {"count": "count", "bytes": "size", "cycles": "count", "seconds": "time", "ms": "time",
+                  "error": "error", "per_second": "rate", "hertz": "frequency"}
 
 
 def bad_value(name: str, value) -> str | None:
     """Why ``value`` cannot be metric ``name``'s (null and NaN are no value, not a bad one), or None:
-    a metric is a number a float holds (a boolean only where its unit is one), and a count or
-    a size is never negative."""
+    a metric is a finite number a float holds (a boolean only where its unit is one), and a
+    count, a size or a time is never negative."""
     unit = METRICS[name].unit
-    if value is None or (isinstance(value, bool) and unit == "bool"):
+    no_value = value is None or (isinstance(value, float) and math.isnan(value))
+    if no_value or (isinstance(value, bool) and unit == "bool"):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{value!r}, not a number"
     if isinstance(value, int) and abs(value) > sys.float_info.max:
         return f"an integer of {len(str(abs(value)))} digits, beyond a float"
-    if unit in SIZE_UNITS and value < 0:
-        return f"{value!r}, negative, which a {'count' if unit == 'count' else 'size'} never is"
+    if math.isinf(value):
+        return f"{value!r}, not a finite number"
+    if unit in NEVER_NEGATIVE and value < 0:
+        return f"{value!r}, negative, which a {NEVER_NEGATIVE[unit]} never is"
     return None
 
 
