@@ -169,7 +169,6 @@ BASES = (
 )
 ALLOW_INCOMPARABLE = "--allow-incomparable"  # the command line's flag that compares them all the same
 
-
 COMPARED_VERDICTS = ("ok", "better", "worse", "missing")  # the rows where the gate compared the two
 FAILING_VERDICTS = ("worse", "missing")
 
@@ -276,7 +275,6 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
         raise GateError(f"the gate compared nothing: {_listed(unmatched)}; measure the baseline where these "
                         "records can be ok, or gate metrics its records hold (--threshold)")
     return verdicts
-
 
 
 def failures(verdicts: pd.DataFrame) -> pd.DataFrame:
