@@ -79,6 +79,8 @@ def _add_gate_arguments(command, required: bool) -> None:
     gate.add_argument("--candidate", required=required, help="results directory of the change under test")
     gate.add_argument("--threshold", default=default_thresholds(),
                       help="allowed growth per metric, absolute or %% of the baseline (default: %(default)s)")
+    gate.add_argument("--allow-incomparable", action="store_true", help="compare values measured on different "
+                      "devices, in different precisions or by different cost tables (refused otherwise: exit 2)")
 
 
 def _parser() -> argparse.ArgumentParser:

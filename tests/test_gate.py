@@ -101,11 +101,12 @@ def test_relative_and_absolute_thresholds():
 
 @pytest.mark.parametrize("unreadable", [float("nan"), None], ids=["nan", "null"])
 def test_a_metric_the_candidate_has_no_value_for_fails_the_gate_in_one_line_per_record(tmp_path, capsys, unreadable):
+    """A bare NaN as records were written before they were strict JSON, or a null."""
     baseline = _write(tmp_path / "b", make_record("m", "s", "vulkan", "ok", transitions=9, transition_bytes=100),
                       make_record("m2", "s", "vulkan", "ok", transitions=3))
-    candidate = _write(tmp_path / "c", make_record("m", "s", "vulkan", "ok", transitions=unreadable,
-                                                   transition_bytes=100),
-                       make_record("m2", "s", "vulkan", "ok", transitions=3))
+    candidate = tmp_path / "c"
+    _lines(candidate, make_record("m", "s", "vulkan", "ok", transitions=unreadable, transition_bytes=100),
+           make_record("m2", "s", "vulkan", "ok", transitions=3))
     assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert [line for line in err if "missing" in line] == [
@@ -197,10 +198,12 @@ def test_a_gate_on_a_mostly_fitted_prediction_says_so(tmp_path, capsys):
 
 @pytest.mark.parametrize("unreadable", [float("nan"), None], ids=["nan", "null"])
 def test_a_metric_the_baseline_has_no_value_for_fails_the_gate_in_one_line(tmp_path, capsys, unreadable):
-    """Measured as nothing in the baseline (null, NaN) is no pass; a metric the baseline does not
-    hold at all (an earlier schema, another target) is not compared."""
-    baseline = _write(tmp_path / "b", make_record("m", "s", "vulkan", "ok", transitions=unreadable),
-                      make_record("m2", "s", "vulkan", "ok", transitions=3))
+    """Measured as nothing in the baseline (null, or a bare NaN as records were written before) is
+    no pass; a metric the baseline does not hold at all (an earlier schema, another target) is
+    not compared."""
+    baseline = tmp_path / "b"
+    _lines(baseline, make_record("m", "s", "vulkan", "ok", transitions=unreadable),
+           make_record("m2", "s", "vulkan", "ok", transitions=3))
     candidate = _write(tmp_path / "c", make_record("m", "s", "vulkan", "ok", transitions=1000),
                        make_record("m2", "s", "vulkan", "ok", transitions=3, transition_bytes=100))
     assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
@@ -218,6 +221,9 @@ IMPOSSIBLE = {
     "boolean": ({"transitions": True}, "transitions is True, not a number"),
     "a string": ({"transitions": "nine"}, "transitions is 'nine', not a number"),
     "beyond a float": ({"transitions": 10 ** 400}, "transitions is an integer of 401 digits, beyond a float"),
+    "negative time": ({"predicted_gpu_ms": -2.0}, "predicted_gpu_ms is -2.0, negative, which a time never is"),
+    "infinite time": ({"latency_ms_median": float("inf")}, "latency_ms_median is inf, not a finite number"),
+    "infinite count": ({"transitions": float("-inf")}, "transitions is -inf, not a finite number"),
     "newer schema": ({"schema_version": 99}, "schema_version is 99, written by a newer layoutbench (this one "
                                              "reads up to 2): read it with that version"),
 }
@@ -257,6 +263,18 @@ def test_every_impossible_record_of_both_files_gets_its_line(tmp_path, capsys):
         "correct or delete that line"]
 
 
+@pytest.mark.parametrize("side", ["baseline", "candidate"])
+def test_a_negative_time_on_either_side_is_refused_not_an_improvement(tmp_path, capsys, side):
+    """-2 ms against 2 ms is no 200 % gain: no time is negative."""
+    records = {"baseline": 2.0, "candidate": 2.0, side: -2.0}
+    for role, ms in records.items():
+        _lines(tmp_path / role, make_record(MODEL, "s", "vulkan", "ok", predicted_gpu_ms=ms))
+    assert cli.main(["gate", "--baseline", str(tmp_path / "baseline"), "--candidate", str(tmp_path / "candidate"),
+                     "--threshold", "predicted_gpu_ms=1%"]) == 2
+    assert capsys.readouterr().err == (f"layoutbench: error: {tmp_path / side / 'records.jsonl'}:1: predicted_gpu_ms "
+                                       "is -2.0, negative, which a time never is; correct or delete that line\n")
+
+
 def test_a_boolean_metric_may_be_a_boolean():
     assert bad_values(make_record(MODEL, "ilp", "vulkan", "ok", optimal=True, top1_match=False)) == []
 
@@ -264,3 +282,100 @@ def test_a_boolean_metric_may_be_a_boolean():
 def test_an_ilp_objective_may_be_negative():
     """A calibration round maximises what it covers: its objective and bound are negative."""
     assert bad_values(make_record(MODEL, "calibration-2", "vulkan", "ok", objective=-45.0, bound=-45.0000009)) == []
+
+
+def _gate(baseline, candidate, *options) -> int:
+    return cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), *options])
+
+
+def test_a_baseline_with_no_ok_record_compares_nothing_and_does_not_pass(tmp_path, capsys):
+    """One skipped record and a line cut short: nothing to judge the candidate's ok record by."""
+    _lines(tmp_path / "b", make_record("m", "s", "vulkan", "skipped", reason="no Vulkan runtime"))
+    with (tmp_path / "b" / "records.jsonl").open("a") as records:
+        records.write('{"model": "m", "strat')
+    candidate = _write(tmp_path / "c", make_record("m", "s", "vulkan", "ok", transitions=3))
+    assert _gate(tmp_path / "b", candidate) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"layoutbench: {tmp_path / 'b' / 'records.jsonl'}: 1 line is not a record (line 2); skipped",
+        "layoutbench: error: the gate compared nothing: m / s / vulkan: baseline skipped: no Vulkan runtime; measure "
+        "the baseline where these records can be ok, or gate metrics its records hold (--threshold)"]
+
+
+def test_thresholds_no_baseline_record_holds_compare_nothing(tmp_path, capsys):
+    arm = make_record("resnet18", None, "ethos-u55-128", "ok", transposes=1)
+    assert _gate(_write(tmp_path / "b", arm), _write(tmp_path / "c", arm), "--threshold", "transitions=0") == 2
+    assert capsys.readouterr().err == (
+        "layoutbench: error: the gate compared nothing: resnet18 / - / ethos-u55-128: no gated metric of the "
+        "baseline record has a value the gate can compare; measure the baseline where these records can be ok, or "
+        "gate metrics its records hold (--threshold)\n")
+
+
+def test_the_records_a_gate_did_not_compare_are_named_each(tmp_path, capsys):
+    """Where some records are compared and some are not, the gate judges those it compared and
+    names each of the others with why."""
+    compared = make_record("m1", "s", "vulkan", "ok", transitions=3)
+    skipped = make_record("m2", "s", "vulkan-run", "skipped", reason="no Vulkan runtime")
+    wall_clock = make_record("m3", "s", "vulkan-run", "ok", latency_ms_median=4.0, latency_source="wall-clock")
+    baseline = _write(tmp_path / "b", compared, skipped, wall_clock)
+    candidate = _write(tmp_path / "c", compared, skipped, wall_clock)
+    assert _gate(baseline, candidate) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "not compared:" in line] == [
+        "layoutbench: not compared: m2 / s / vulkan-run: baseline skipped: no Vulkan runtime; candidate skipped: "
+        "no Vulkan runtime",
+        "layoutbench: not compared: m3 / s / vulkan-run: no gated metric of the baseline record has a value the gate "
+        "can compare"]
+    assert err[-1] == f"layoutbench: gate passed ({candidate} vs {baseline}; 2 records not compared)"
+
+
+# Records of one identity measured where their values cannot be compared: (field, the baseline's
+# value, the candidate's, the metric gated, how the gate says they differ).
+INCOMPARABLE = {
+    "device": ("environment", {"vulkan_device": "llvmpipe (LLVM 15.0.6, 256 bits)"},
+               {"vulkan_device": "NVIDIA H100 80GB HBM3"}, "latency_ms_median",
+               "on different Vulkan devices ('llvmpipe (LLVM 15.0.6, 256 bits)' vs 'NVIDIA H100 80GB HBM3')"),
+    "precision": ("precision", "float32", "float16", "transitions", "in different precisions ('float32' vs 'float16')"),
+    "cost table": ("environment", {"gpu_costs": "lavapipe:1f2e"}, {"gpu_costs": "NVIDIA H100:9c0d"},
+                   "predicted_gpu_ms", "by different cost tables ('lavapipe:1f2e' vs 'NVIDIA H100:9c0d')"),
+}
+
+
+@pytest.mark.parametrize("basis", INCOMPARABLE)
+def test_values_measured_on_different_devices_are_refused_unless_asked(tmp_path, capsys, basis):
+    field, before, after, metric, how = INCOMPARABLE[basis]
+    threshold = f"{metric}=0"
+
+    def measured(value, more):
+        return make_record("m", "s", "vulkan-run", "ok", transitions=9 + more, latency_ms_median=17.42 + more,
+                           latency_source="etdump", predicted_gpu_ms=4.2 + more, **{field: value})
+
+    baseline, candidate = _write(tmp_path / "b", measured(before, 0)), _write(tmp_path / "c", measured(after, 1))
+    assert _gate(baseline, candidate, "--threshold", threshold) == 2
+    assert capsys.readouterr().err == (
+        f"layoutbench: error: the baseline and the candidate were measured {how}: m / s / vulkan-run {metric}: their "
+        "values are not comparable; "
+        "gate results of one device, precision and cost table, or pass --allow-incomparable to compare them all the "
+        "same\n")
+    assert _gate(baseline, candidate, "--threshold", threshold, "--allow-incomparable", "--format", "json") == 1
+    captured = capsys.readouterr()
+    [row] = json.loads(captured.out)
+    assert (row["metric"], row["verdict"]) == (metric, "worse")
+    assert row["note"] == f"measured {how}: compared by --allow-incomparable"
+    assert captured.err.splitlines()[-1].endswith(
+        "; 1 values measured on different devices, precisions or cost tables, compared by --allow-incomparable)")
+
+
+def test_what_a_device_does_not_change_is_compared_across_devices(tmp_path):
+    """A count of the lowering is the same on any device: gated whatever device ran the program."""
+    def run(device, transitions):
+        return make_record("m", "s", "vulkan-run", "ok", transitions=transitions, environment={"vulkan_device": device})
+
+    baseline, candidate = _write(tmp_path / "b", run("llvmpipe", 9)), _write(tmp_path / "c", run("NVIDIA H100", 10))
+    verdicts = judge(baseline, candidate, parse_thresholds("transitions=0"))
+    assert verdicts.set_index("metric").loc["transitions", "verdict"] == "worse"
+
+
+def test_the_gate_s_help_names_the_flag_that_compares_across_devices(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["gate", "--help"])
+    assert "--allow-incomparable" in capsys.readouterr().out

@@ -176,7 +176,6 @@ UNUSABLE = {
     "a list for a target": lambda record: {**record, "target": ["vulkan"]},
     "a string for the schema version": lambda record: {**record, "schema_version": "2"},
     "a number for a reason": lambda record: {**record, "reason": 3},
-    "an infinite metric": lambda record: {**record, "transitions": float("inf")},
 }
 
 
@@ -304,3 +303,47 @@ def test_a_results_directory_keeps_the_layout_earlier_versions_wrote(tmp_path):
         "pkg.mod.Cls.nodes.json", "pkg.mod.Cls.etdump", "pkg.mod.Cls.inputs"]
     assert layout.profile_chart("m", ["a", "x:B"]) == tmp_path / "profile-m-a-vs-x.B.png"
     assert (layout.cost_table, layout.report) == (tmp_path / "costs.json", tmp_path / "report.html")
+
+
+def _strict(text: str):
+    """``text`` read as a strict JSON parser (a browser's, asv's) reads it: no NaN, no Infinity."""
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# A record whose values include floats that are no number, a metric's and one deep in its context.
+MEASURED_AS_NOTHING = make_record("synthetic_small", "bfs-downstream", "vulkan", "ok", transitions=float("nan"),
+                                  transition_time_share=float("inf"), environment={"limits": [1.0, float("nan")]})
+
+
+def test_records_are_strict_json_what_is_no_number_written_as_null(tmp_path):
+    store = RecordStore(tmp_path)
+    given_back = store.append(MEASURED_AS_NOTHING)
+    written = _strict(store.path.read_text())
+    assert written == given_back == store.read()[0]
+    assert (written["transitions"], written["transition_time_share"], written["environment"]) == (
+        None, None, {"limits": [1.0, None]})
+
+
+def test_command_output_as_json_is_strict(tmp_path):
+    import pandas as pd
+
+    from harness.commands.output import render_records
+    from harness.inspection.explorer_ids import GRAPH_ID
+    from harness.inspection.model_explorer import Overlay, write_overlays
+    from harness.results.table import tables_json
+
+    assert _strict(render_records([MEASURED_AS_NOTHING], "json", None))[0]["transitions"] is None
+    explained = tables_json({"model": "m", "transitions": pd.DataFrame({"bytes": [float("nan"), 2.0]})})
+    assert _strict(explained)["transitions"] == [{"bytes": None}, {"bytes": 2.0}]
+    [overlay] = write_overlays(tmp_path, [Overlay("time", "GPU time", {"node": {"value": float("nan")}})])
+    assert _strict(overlay.read_text())[GRAPH_ID]["results"] == {"node": {"value": None}}
+
+
+def test_records_written_with_a_bare_nan_still_read_as_no_value(tmp_path):
+    results = _results(tmp_path / "r", _record(transitions=float("nan")))
+    assert "NaN" in (results / "records.jsonl").read_text()
+    [record] = RecordStore(results).read()
+    assert record["transitions"] != record["transitions"]  # NaN: measured as nothing

@@ -1,12 +1,12 @@
 """What the command line shows besides its result: a sweep's progress on stderr, and
 records on stdout as a table, JSON or CSV."""
 
-import json
 import sys
 import threading
 
 from harness.commands import PROGRAM
 from harness.sweep.fork_server import FORK_LOCK
+from layoutkit import strict_json
 
 REDRAW_SECONDS = 0.1
 
@@ -91,7 +91,7 @@ def render_records(records: list[dict], output_format: str, columns: str | None)
     """Records as the command line prints them: a table (``columns``: all, a comma list, or
     each target's headline metrics), JSON or CSV."""
     if output_format == "json":  # before importing pandas, which JSON does not need (a second)
-        return json.dumps(records, indent=1, default=str)
+        return strict_json.dumps(records, indent=1, default=str)
     import pandas as pd
 
     from harness.results.table import render_table

@@ -8,10 +8,10 @@ from harness.commands.output import SweepProgress, check_columns, render_records
 
 
 def gate(args) -> int:
-    from harness.results.gate import failures, judge, parse_thresholds
+    from harness.results.gate import ALLOW_INCOMPARABLE, failures, judge, parse_thresholds
     from harness.results.table import format_number
 
-    verdicts = judge(args.baseline, args.candidate, parse_thresholds(args.threshold))
+    verdicts = judge(args.baseline, args.candidate, parse_thresholds(args.threshold), args.allow_incomparable)
     failing = failures(verdicts)
     if args.format == "table":
         changed = verdicts[(verdicts["verdict"] != "ok") | (verdicts["delta"].fillna(0) != 0)]
@@ -20,13 +20,23 @@ def gate(args) -> int:
         print(f"{PROGRAM}: {len(verdicts) - len(changed)} gated metrics unchanged", file=sys.stderr)
     else:
         print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
+    uncompared = verdicts[verdicts["verdict"] == "uncompared"]
+    for row in uncompared.itertuples():
+        print(f"{PROGRAM}: not compared: {row.model} / {row.strategy} / {row.target}: {row.note}", file=sys.stderr)
     for row in failing.itertuples():
         what = row.note if row.verdict == "missing" else (
             f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})"
             + (f"; {row.note}" if isinstance(row.note, str) else ""))
         print(f"{PROGRAM}: {row.verdict}: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
     verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
-    print(f"{PROGRAM}: {verdict} ({args.candidate} vs {args.baseline})", file=sys.stderr)
+    judged = [f"{args.candidate} vs {args.baseline}"]
+    if len(uncompared):
+        judged.append(f"{len(uncompared)} records not compared")
+    across = verdicts["note"].str.contains(ALLOW_INCOMPARABLE, regex=False, na=False).sum()
+    if across:
+        judged.append(f"{across} values measured on different devices, precisions or cost tables, compared by "
+                      f"{ALLOW_INCOMPARABLE}")
+    print(f"{PROGRAM}: {verdict} ({'; '.join(judged)})", file=sys.stderr)
     return 1 if len(failing) else 0
 
 

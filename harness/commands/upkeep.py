@@ -1,12 +1,12 @@
 """The upkeep commands: list, report, cache, runtime, serve, dashboard, pack and import-remote."""
 
-import json
 import sys
 import time
 
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM
 from harness.commands.output import render_records
+from layoutkit import strict_json
 
 
 def pack(args) -> int:
@@ -83,7 +83,7 @@ def cache(args) -> int:
                   f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}", file=sys.stderr)
     rows = usage()
     if args.format == "json":
-        print(json.dumps({"root": str(cache_root()), "max_size": limit, "kinds": rows}, indent=1))
+        print(strict_json.dumps({"root": str(cache_root()), "max_size": limit, "kinds": rows}, indent=1))
         return 0
     table = pd.DataFrame(rows).set_index("kind")
     table["bytes"] = table["bytes"].map(lambda size: format_value("pte_bytes", size))

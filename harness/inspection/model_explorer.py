@@ -13,13 +13,13 @@ smallest value to the largest (differences: blue faster, vermillion slower, whit
 in the overlays between the strategies, nodes both treat alike are grey.
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.inspection.explorer_ids import GRAPH_ID
 from harness.inspection.graph_view import COLOURS, TRANSITION_COLOUR
 from harness.inspection.node_facts import NodeFacts
+from layoutkit import strict_json
 
 UNCHANGED = "#BBBBBB"  # nodes two strategies treat alike
 FASTER, NEUTRAL = "#0072B2", "#FFFFFF"
@@ -134,6 +134,6 @@ def write_overlays(directory: Path, overlays: list[Overlay]) -> list[Path]:
     paths = []
     for number, overlay in enumerate(overlays, 1):
         path = directory / f"{number:02d}-{overlay.slug.replace(':', '.').replace('/', '_')}.json"
-        path.write_text(json.dumps(overlay.node_data(), indent=1) + "\n")
+        path.write_text(strict_json.dumps(overlay.node_data(), indent=1) + "\n")
         paths.append(path)
     return paths

@@ -3,6 +3,7 @@ as a table a person reads (one table's with what they rest on, several side by s
 
 from costmodel.preferences import OperatorPreference, pair_label, percent
 from costmodel.table import CostTable
+from layoutkit import strict_json
 
 OPERATOR_WIDTH = 32  # wider names fold: the rules get the room
 LEGEND = ("Priced by each table's fit on its probes (corpus nodes measured in several representations). A saving "
@@ -12,10 +13,8 @@ LEGEND = ("Priced by each table's fit on its probes (corpus nodes measured in se
 
 def render_preferences(tables: dict[str, tuple[CostTable, list[OperatorPreference]]], output_format: str) -> str:
     """Each table's rules (``tables``: by file name): one table's with what they rest on, several side by side."""
-    import json
-
     if output_format == "json":
-        return json.dumps([{"table": name, "device": table.device, "digest": table.digest,
+        return strict_json.dumps([{"table": name, "device": table.device, "digest": table.digest,
                             "models": table.corpus.get("models", []), "operators": [r.to_json() for r in rules]}
                            for name, (table, rules) in tables.items()], indent=1)
     from rich.table import Table

@@ -8,16 +8,19 @@ is a failure, never a pass), and none may grow past its threshold. Thresholds ar
 lower-is-better except those the schema calls higher-is-better (inferences per second),
 where a drop is what is limited. A metric the schema gates only where records say how it
 was measured (latency: timed by the runtime's events, ``latency_source``) is gated where
-the baseline says so, and then fails where the candidate does not.
+the baseline says so, and then fails where the candidate does not. Values are compared only
+between records measured alike (one device, precision and cost table: :data:`BASES`), unless
+the user asks otherwise; and a gate that compared nothing is no pass.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from harness.results.schema import IDENTITY_KEYS, METRICS, default_thresholds, higher_is_better
+from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, higher_is_better
 from harness.results.frames import frame
 from harness.results.store import MalformedRecordError, RecordStore, latest
 from harness.results.table import format_number
@@ -132,13 +135,112 @@ def _trust(record: pd.Series, metric: str) -> str | None:
     return f"mostly fitted: {100 * share:.0f} % measured on this model{expected}"
 
 
-def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold]) -> pd.DataFrame:
+def _environment(record: pd.Series) -> dict:
+    environment = record.get("environment")
+    return environment if isinstance(environment, dict) else {}
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Something a metric's value depends on besides the code measured (a device, a precision,
+    a cost table), as records name it: two records' values of a metric it ``applies`` to are
+    comparable only where they name the same one (or either names none)."""
+
+    how: str  # how two records differ in it, in words
+    named_by: Callable[[pd.Series], str | None]
+    applies: Callable[[Metric], bool]
+
+    def difference(self, baseline: pd.Series, candidate: pd.Series, metric: str) -> str | None:
+        """How the two records of ``metric`` differ in this, in words, or None."""
+        if not self.applies(METRICS[metric]):
+            return None
+        before, after = self.named_by(baseline), self.named_by(candidate)
+        if _no_value(before) or _no_value(after) or before == after:
+            return None
+        return f"{self.how} ({before!r} vs {after!r})"
+
+
+BASES = (
+    Basis("in different precisions", lambda record: record.get("precision"), lambda metric: True),
+    Basis("on different Vulkan devices", lambda record: _environment(record).get("vulkan_device"),
+          lambda metric: not metric.deterministic),
+    Basis("by different cost tables", lambda record: _environment(record).get("gpu_costs"),
+          lambda metric: metric.priced),
+)
+ALLOW_INCOMPARABLE = "--allow-incomparable"  # the command line's flag that compares them all the same
+
+COMPARED_VERDICTS = ("ok", "better", "worse", "missing")  # the rows where the gate compared the two
+FAILING_VERDICTS = ("worse", "missing")
+
+
+def _place(identity: dict) -> str:
+    return " / ".join(str(identity[k]) for k in IDENTITY_KEYS)
+
+
+def _listed(items: list[str], shown: int = 3) -> str:
+    text = "; ".join(items[:shown])
+    return f"{text}; and {len(items) - shown} more" if len(items) > shown else text
+
+
+def _status(role: str, record: pd.Series | None) -> str:
+    """What ``role``'s record of an identity is, where it is not ok, in words."""
+    return f"not in {role}" if record is None else f"{role} {record['status']}: {record['reason']}"
+
+
+def _compare(identity: dict, base: pd.Series, cand: pd.Series | None, thresholds: list[Threshold],
+             allow_incomparable: bool, incomparable: dict[str, list[str]]) -> list[dict]:
+    """The rows of one identity the baseline has ok; metrics measured differently go into
+    ``incomparable`` (how -> where) unless ``allow_incomparable``."""
+    if cand is None or cand["status"] != "ok":
+        return [{**identity, "metric": "status", "verdict": "missing", "note": _status("candidate", cand)}]
+    rows, refused = [], False
+    for threshold in thresholds:
+        metric = threshold.metric
+        before, after = _gated(base, metric), _gated(cand, metric)
+        if before is None:
+            if after is not None and metric in base[VALUELESS] and _measured_for_gating(base, metric):
+                rows.append({**identity, "metric": metric, "candidate": after, "verdict": "missing",
+                             "note": f"{metric} {format_number(after)} in the candidate, no value in the "
+                                     "baseline: cannot compare"})
+            continue
+        if after is None:
+            rows.append({**identity, "metric": metric, "baseline": before, "verdict": "missing",
+                         "note": f"{metric} {format_number(before)} in the baseline, "
+                                 f"{_why_not_gated(cand, metric)} in the candidate: cannot compare"})
+            continue
+        differences = list(filter(None, (basis.difference(base, cand, metric) for basis in BASES)))
+        if differences and not allow_incomparable:
+            for difference in differences:
+                incomparable.setdefault(difference, []).append(f"{_place(identity)} {metric}")
+            refused = True
+            continue
+        across = f"measured {' and '.join(differences)}: compared by {ALLOW_INCOMPARABLE}" if differences else None
+        verdict = "ok" if threshold.allows(before, after) else "worse"
+        if verdict == "ok" and threshold.worsening(before, after) < 0:
+            verdict = "better"
+        rows.append({
+            **identity, "metric": metric, "baseline": before, "candidate": after,
+            "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
+            "threshold": str(threshold), "verdict": verdict,
+            "note": "; ".join(filter(None, (_trust(cand, metric), across))) or None,
+        })
+    if not rows and not refused:
+        rows.append({**identity, "metric": "status", "verdict": "uncompared",
+                     "note": "no gated metric of the baseline record has a value the gate can compare"})
+    return rows
+
+
+def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold],
+          allow_incomparable: bool = False) -> pd.DataFrame:
     """One row per (model, strategy, target, metric) gated, with the verdict.
 
     Verdicts: ``ok``, ``better``, ``worse`` (past the threshold), ``missing`` (the candidate
     has no ok record where the baseline has one, or one side has no value to compare where the
-    other has one), ``new`` (only the candidate has it). Records no reader can use, in either
-    directory, raise one :class:`MalformedRecordError` naming each.
+    other has one), ``new`` (only the candidate has it ok), ``uncompared`` (a row of ``status``:
+    neither has it ok, or the baseline's has no gated metric to compare). Records no reader can
+    use, in either directory, raise one :class:`MalformedRecordError` naming each; a gate that
+    would compare nothing, or values measured on different devices, in different precisions or
+    by different cost tables (:data:`BASES`; unless ``allow_incomparable``), a :class:`GateError`.
     """
     read, malformed = {}, []
     for role, directory in (("baseline", baseline_dir), ("candidate", candidate_dir)):
@@ -149,45 +251,30 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
     if malformed:
         raise MalformedRecordError("\n".join(malformed))
     baseline, candidate = read["baseline"], read["candidate"]
-    rows = []
-    for key, base in baseline[baseline["status"] == "ok"].iterrows():
+    rows, incomparable = [], {}
+    for key in [*baseline.index, *candidate.index.difference(baseline.index)]:
         identity = dict(zip(IDENTITY_KEYS, key))
+        base = baseline.loc[key] if key in baseline.index else None
         cand = candidate.loc[key] if key in candidate.index else None
-        if cand is None or cand["status"] != "ok":
-            reason = "not in candidate" if cand is None else f"candidate {cand['status']}: {cand['reason']}"
-            rows.append({**identity, "metric": "status", "verdict": "missing", "note": reason})
-            continue
-        for threshold in thresholds:
-            metric = threshold.metric
-            before, after = _gated(base, metric), _gated(cand, metric)
-            if before is None:
-                if after is not None and metric in base[VALUELESS] and _measured_for_gating(base, metric):
-                    rows.append({**identity, "metric": metric, "candidate": after, "verdict": "missing",
-                                 "note": f"{metric} {format_number(after)} in the candidate, no value in the "
-                                         "baseline: cannot compare"})
-                continue
-            if after is None:
-                rows.append({**identity, "metric": metric, "baseline": before, "verdict": "missing",
-                             "note": f"{metric} {format_number(before)} in the baseline, "
-                                     f"{_why_not_gated(cand, metric)} in the candidate: cannot compare"})
-                continue
-            verdict = "ok" if threshold.allows(before, after) else "worse"
-            if verdict == "ok" and threshold.worsening(before, after) < 0:
-                verdict = "better"
-            rows.append({
-                **identity, "metric": metric, "baseline": before, "candidate": after,
-                "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
-                "threshold": str(threshold), "verdict": verdict, "note": _trust(cand, metric),
-            })
-    for key in candidate.index.difference(baseline.index[baseline["status"] == "ok"]):
-        if candidate.loc[key, "status"] == "ok":
-            rows.append({**dict(zip(IDENTITY_KEYS, key)), "metric": "status", "verdict": "new",
-                         "note": "no ok baseline record"})
+        if base is not None and base["status"] == "ok":
+            rows += _compare(identity, base, cand, thresholds, allow_incomparable, incomparable)
+        elif cand is not None and cand["status"] == "ok":
+            rows.append({**identity, "metric": "status", "verdict": "new", "note": _status("baseline", base)})
+        else:
+            rows.append({**identity, "metric": "status", "verdict": "uncompared",
+                         "note": f"{_status('baseline', base)}; {_status('candidate', cand)}"})
+    if incomparable:
+        measured = "; ".join(f"{how}: {_listed(places)}" for how, places in incomparable.items())
+        raise GateError(f"the baseline and the candidate were measured {measured}: their values are not "
+                        f"comparable; gate results of one device, precision and cost table, or pass "
+                        f"{ALLOW_INCOMPARABLE} to compare them all the same")
     columns = [*IDENTITY_KEYS, "metric", "baseline", "candidate", "delta", "delta_pct", "threshold", "verdict", "note"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-FAILING_VERDICTS = ("worse", "missing")
+    verdicts = pd.DataFrame(rows, columns=columns)
+    if not verdicts["verdict"].isin(COMPARED_VERDICTS).any():
+        unmatched = [f"{_place(row)}: {row['note']}" for row in rows]
+        raise GateError(f"the gate compared nothing: {_listed(unmatched)}; measure the baseline where these "
+                        "records can be ok, or gate metrics its records hold (--threshold)")
+    return verdicts
 
 
 def failures(verdicts: pd.DataFrame) -> pd.DataFrame:

@@ -41,6 +41,7 @@ class Metric:
     deterministic: bool = True  # False: measured (times, memory peaks, errors), noisy
     gate: str | None = None  # default threshold: absolute ("0") or relative ("5%")
     gated_where: tuple[str, str] | None = None  # (field, value) both records need for the gate to compare them
+    priced: bool = False  # computed from a cost table (--costs): comparable only between records of one table
     heading: str | None = None  # in the default terminal table, under this heading
     column: str | None = None  # the report's column title where there is no heading (else the label)
     chart: int = 0  # > 0: charted per target in the report, in this order (time first): each strategy's
@@ -119,17 +120,19 @@ METRICS = {m.name: m for m in (
     _timing("staging_gpu_ms", "GPU time of ET-VK's copies of inputs and outputs", unit="ms"),
     # predicted from a device's cost table (--costs): deterministic for one table and one program
     Metric("predicted_gpu_ms", "ms", "Predicted GPU time of one inference (cost table)", gate="1%",
-           heading="pred gpu", chart=1, report=True),
+           heading="pred gpu", chart=1, report=True, priced=True),
     # How far a prediction can be trusted (absent from records of older tables).
     Metric("predicted_measured_share", "fraction", "Share of the predicted time priced from nodes measured on "
-           "this model", better=None, column="measured share"),
+           "this model", better=None, column="measured share", priced=True),
     # A median: the fitted operators' median errors over models the fit left out, combined (independent
     # operators); leaving one model out, realized error lay within it for 41-54 % of models (docs/gpu-time.md).
     Metric("predicted_error_expected", "fraction", "The cost table's expected relative error of the prediction: "
-           "a median (about half of models it never saw err more)", better=None, column="expected error"),
+           "a median (about half of models it never saw err more)", better=None, column="expected error",
+           priced=True),
     # Where the table states its device's limits (costmodel.device_limits); the worst one named in
     # worst_limit_violation. vulkan-run does not run a program with any.
-    Metric("limit_violations", "count", "Tensors beyond the cost table's device limits (image extents, buffer bytes)"),
+    Metric("limit_violations", "count", "Tensors beyond the cost table's device limits (image extents, buffer bytes)",
+           priced=True),
     # What predicted_gpu_ms predicts: computed from a run's record (frames.with_derived), not recorded.
     _timing("measured_gpu_ms", "Measured GPU time of one inference's operators and transitions", unit="ms",
             column="measured gpu", chart=2),
@@ -173,29 +176,33 @@ _CONTEXT_TYPES = {"model": str, "strategy": (str, type(None)), "target": str, "s
 
 def well_formed(record: dict) -> bool:
     """Whether ``record`` can be read as one: its context fields of their types, a known
-    status, a whole-number schema version (none: version 1), and no metric infinite (no
-    table, chart or gate can use one)."""
+    status and a whole-number schema version (none: version 1)."""
     return (all(isinstance(record.get(name), types) for name, types in _CONTEXT_TYPES.items())
-            and record.get("status") in STATUSES and type(record.get("schema_version", 1)) is int
-            and not any(isinstance(record.get(name), float) and math.isinf(record[name]) for name in METRICS))
+            and record.get("status") in STATUSES and type(record.get("schema_version", 1)) is int)
 
 
-SIZE_UNITS = ("count", "bytes", "cycles")  # a count or a size, which is never negative
+# The units whose values are never negative, each with what such a value is; the others are
+# signed (an ILP's objective, a prediction's relative error) or a boolean.
+NEVER_NEGATIVE = {"count": "count", "bytes": "size", "cycles": "count", "seconds": "time", "ms": "time",
+                  "error": "error", "per_second": "rate", "hertz": "frequency"}
 
 
 def bad_value(name: str, value) -> str | None:
     """Why ``value`` cannot be metric ``name``'s (null and NaN are no value, not a bad one), or None:
-    a metric is a number a float holds (a boolean only where its unit is one), and a count or
-    a size is never negative."""
+    a metric is a finite number a float holds (a boolean only where its unit is one), and a
+    count, a size or a time is never negative."""
     unit = METRICS[name].unit
-    if value is None or (isinstance(value, bool) and unit == "bool"):
+    no_value = value is None or (isinstance(value, float) and math.isnan(value))
+    if no_value or (isinstance(value, bool) and unit == "bool"):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{value!r}, not a number"
     if isinstance(value, int) and abs(value) > sys.float_info.max:
         return f"an integer of {len(str(abs(value)))} digits, beyond a float"
-    if unit in SIZE_UNITS and value < 0:
-        return f"{value!r}, negative, which a {'count' if unit == 'count' else 'size'} never is"
+    if math.isinf(value):
+        return f"{value!r}, not a finite number"
+    if unit in NEVER_NEGATIVE and value < 0:
+        return f"{value!r}, negative, which a {NEVER_NEGATIVE[unit]} never is"
     return None
 
 

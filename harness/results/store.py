@@ -26,6 +26,7 @@ from pathlib import Path
 
 from harness.results.results_dir import ResultsDir, remove_if_empty
 from harness.results.schema import IDENTITY_KEYS, SCHEMA_VERSION, STATUSES, bad_values, upgrade, well_formed
+from layoutkit import strict_json
 from layoutkit.errors import UsageError, write_error
 from layoutkit.files import file_lock
 
@@ -163,11 +164,12 @@ class RecordStore:
             remove_if_empty(log)
 
     def append(self, record: dict) -> dict:
-        """Write ``record`` as the file's last line; the record as JSON gives it back (lists
-        for tuples, strings for what JSON cannot hold), as a later read would. A write that
+        """Write ``record`` as the file's last line, in strict JSON; the record as JSON gives it
+        back (lists for tuples, null for NaN and infinities, strings for what else JSON cannot
+        hold), as a later read would. A write that
         fails (a full disk) leaves the file as it was and raises a one-line error: never half
         a line."""
-        line = json.dumps(record, default=str).encode() + b"\n"
+        line = strict_json.dumps(record, default=str).encode() + b"\n"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with self.path.open("a+b", buffering=0) as out:

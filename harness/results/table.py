@@ -4,12 +4,11 @@ The default shows, per target, the schema's headline metrics that the records ha
 column on request (``columns="all"`` or a list). JSON and CSV output always carry every field.
 """
 
-import json
-
 import pandas as pd
 
 from harness.results.schema import METRICS
 from harness.results.frames import frame, with_derived
+from layoutkit import strict_json
 
 _UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
@@ -101,8 +100,8 @@ def render_table(records: list[dict], columns: str | list[str] | None = None) ->
 
 
 def tables_json(result: dict) -> str:
-    """A result whose values may be DataFrames, as JSON (each frame a list of rows)."""
-    return json.dumps(
+    """A result whose values may be DataFrames, as strict JSON (each frame a list of rows)."""
+    return strict_json.dumps(
         {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
         indent=1, default=str,
     )

@@ -29,6 +29,7 @@ import models
 import strategies
 from harness.cache import DiskCache
 from harness.errors import TargetUnavailableError, UsageError
+from layoutkit import strict_json
 from layoutkit.errors import write_error
 from harness.results.provenance import code_digest, identity_fields, provenance
 from harness.results.store import RecordStore, key
@@ -101,7 +102,7 @@ def _unchanged(stored: dict | None, record: dict) -> bool:
     def said(fields: dict) -> dict:
         return {name: value for name, value in fields.items() if name != "timestamp"}
 
-    return stored is not None and said(stored) == said(json.loads(json.dumps(record, default=str)))
+    return stored is not None and said(stored) == said(json.loads(strict_json.dumps(record, default=str)))
 
 
 def _cache_record(record: dict) -> None:
@@ -111,7 +112,7 @@ def _cache_record(record: dict) -> None:
     if record.get("log"):
         with contextlib.suppress(OSError):
             body["log_text"] = Path(record["log"]).read_text(errors="replace")
-    RECORDS.write(record["identity"], json.dumps(body, default=str).encode())
+    RECORDS.write(record["identity"], strict_json.dumps(body, default=str).encode())
 
 
 def _cached_record(identity: str) -> dict | None:
