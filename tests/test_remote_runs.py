@@ -5,6 +5,7 @@ timing from outside where a runner writes none."""
 import gzip
 import io
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -164,6 +165,13 @@ def _returned_as(tmp_path, name: str, summary, members: list[tuple[tarfile.TarIn
     return path
 
 
+def _contents(archive: Path) -> tuple[dict, list[tuple[tarfile.TarInfo, bytes]]]:
+    """remote_runner.py's tar as its remote.json and its other members, with their bytes."""
+    with tarfile.open(archive) as tar:
+        return json.load(tar.extractfile("remote.json")), [
+            (member, tar.extractfile(member).read()) for member in tar.getmembers() if member.name != "remote.json"]
+
+
 def _link(name: str, kind: bytes, target: str) -> tuple[tarfile.TarInfo, None]:
     member = tarfile.TarInfo(name)
     member.type, member.linkname = kind, target
@@ -172,9 +180,7 @@ def _link(name: str, kind: bytes, target: str) -> tuple[tarfile.TarInfo, None]:
 
 def _hostile(tmp_path, case: str, archive: Path) -> Path:
     """remote_runner.py's ``archive`` of the recorded programs' runs, tampered with or damaged as ``case`` says."""
-    with tarfile.open(archive) as tar:
-        summary = json.load(tar.extractfile("remote.json"))
-        etdumps = [(member, tar.extractfile(member).read()) for member in tar.getmembers() if member.name != "remote.json"]
+    summary, etdumps = _contents(archive)
     etdump = etdumps[0][0].name
     if case == "truncated":
         packed = gzip.compress(archive.read_bytes())
@@ -237,9 +243,7 @@ def test_an_import_into_earlier_records_replaces_their_programs_etdumps(tmp_path
     from .test_dispatches import _ran_elsewhere
 
     results, archive = _ran_elsewhere(tmp_path)
-    with tarfile.open(archive) as tar:
-        summary = json.load(tar.extractfile("remote.json"))
-        etdumps = [(member, tar.extractfile(member).read()) for member in tar.getmembers() if member.name != "remote.json"]
+    summary, etdumps = _contents(archive)
     summary["settings"]["processes"] = 2
     for run in summary["programs"].values():
         run["processes"] = 2
@@ -252,3 +256,47 @@ def test_an_import_into_earlier_records_replaces_their_programs_etdumps(tmp_path
     assert not list(out.rglob("*.2.etdump")) and len(list(out.rglob("*.etdump"))) == 2
     assert RecordStore(out).read()[2:] == imported and len(RecordStore(out).read()) == 4
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("run, reason", [
+    ({"latencies_ms": [-5, math.nan, 1e308]}, "impossible latencies_ms: -5 ms, negative"),
+    ({"latencies_ms": [2.0, math.nan, 3.0]}, "impossible latencies_ms: nan ms, not a number"),
+    ({"latencies_ms": [-5, -7, -3]}, "impossible latencies_ms: -5 ms, negative"),
+    ({"walls_ns": [[1, 1e30]]}, "impossible latency_ms_median: 5e+23 ms, more than an hour"),
+    ({"walls_ns": [[math.nan, 2e9]]}, "impossible walls_ns: nan ns, not a number"),
+    ({"latencies_ms": [2.0], "peak_rss_bytes": -1}, "impossible peak_rss_bytes: -1 bytes, negative"),
+    ({"latencies_ms": [2.0], "peak_rss_bytes": 1 << 60},
+     f"impossible peak_rss_bytes: {1 << 60} bytes, more than 256 TiB"),
+    ({"walls_ns": [[1e9, 3e9]], "peak_rss_bytes": 2_411_724 * 1024}, None),  # 2 s more for 2 inferences: 1000 ms each
+])
+def test_an_impossible_figure_fails_its_record_with_the_reason(tmp_path, run, reason):
+    """Latencies and wall clocks that no run measures (negative, not a number, an inference past an
+    hour) and a peak memory below zero or past a 48-bit address space: that record failed, saying
+    which figure and why; the other program's run is imported as it is."""
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    summary, etdumps = _contents(archive)
+    summary["programs"]["programs/synthetic_small/bfs-downstream.pte"] = {
+        "latencies_ms": None, "peak_rss_bytes": 1, "etdump": False, **run}
+    imported = {r["strategy"]: r for r in import_remote(results, _returned_as(tmp_path, "r.tar", summary, etdumps),
+                                                          tmp_path / "remote")}
+    record = imported["bfs-downstream"]
+    assert imported["all-width-packed"]["status"] == "ok"
+    if reason is None:
+        assert (record["status"], record["latency_ms_median"]) == ("ok", 1000)
+        assert record["peak_rss_bytes"] == 2_411_724 * 1024
+    else:
+        assert (record["status"], record["reason"]) == ("failed", f"{reason}; run the program there again")
+        assert record.get("latency_ms_median") is None
+
+
+def test_an_etdump_of_fewer_inferences_than_were_timed_fails_its_record(tmp_path):
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    summary, etdumps = _contents(archive)
+    summary["settings"]["iterations"] = 5  # the kept ETDumps hold 3
+    for record in import_remote(results, _returned_as(tmp_path, "r.tar", summary, etdumps), tmp_path / "remote"):
+        assert record["status"] == "failed" and "holds 3 Method::execute events, fewer than the 5 timed" in record[
+            "reason"]

@@ -97,7 +97,8 @@ def _run_problem(name: str, run, settings: dict) -> str | None:
 def shape_problem(summary) -> str | None:
     """What in a ``remote.json`` read is not of the shape remote_runner.py and run.sh write, or
     None (its figures are judged per record: a run's impossible figure fails that record alone)."""
-    return (_problem(summary, REMOTE_SUMMARY, SUMMARY_SHAPE) or _problem(summary["settings"], "its settings", SETTINGS_SHAPE)
+    return (_problem(summary, REMOTE_SUMMARY, SUMMARY_SHAPE)
+            or _problem(summary["settings"], "its settings", SETTINGS_SHAPE)
             or next(filter(None, (_run_problem(f"its run of {name}", run, summary["settings"])
                                   for name, run in summary["programs"].items())), None))
 
@@ -154,7 +155,8 @@ class _Tar:
         try:
             yield
         except tarfile.FilterError as error:
-            raise UsageError(f"{self.path} holds what import-remote does not extract: {error}; pass {MADE_BY}") from None
+            raise UsageError(f"{self.path} holds what import-remote does not extract: {error}; "
+                             f"pass {MADE_BY}") from None
         except DAMAGED as error:
             raise UsageError(f"{self.path} is damaged ({type(error).__name__}: {error}): pass {MADE_BY}, "
                              "whole") from None

@@ -12,6 +12,7 @@ what the other machine could not measure (run.sh without a ``time -v``: peak mem
 """
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.results.provenance import identity_fields
 from harness.results.results_dir import ResultsDir
+from harness.results.schema import METRICS
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error
 from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
@@ -30,10 +32,52 @@ from harness.targets.vulkan.targets import read_node_map, remove_program
 NS_PER_S = 1e9
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance", *GPU_FIELDS,
               "attribution_error", "prediction_error")
+# Past these a figure is no measurement: nothing a benchmark times takes an hour, and no process
+# holds more resident than a 48-bit virtual address space (x86-64's and arm64's) can map.
+MOST = {"ms": (3_600_000, "more than an hour"), "bytes": (1 << 48, "more than 256 TiB"),
+        "ns": (math.inf, "")}
+
+
+def _impossible(name: str, values: list, unit: str) -> None:
+    """Raise RuntimeError where one of ``values`` (the figure ``name``, in ``unit``) cannot have
+    been measured: not a number, negative, or past :data:`MOST`."""
+    most, past = MOST[unit]
+    for value in values:
+        why = "not a number" if math.isnan(value) else "negative" if value < 0 else past if value > most else None
+        if why:
+            raise RuntimeError(f"impossible {name}: {value!r} {unit}, {why}; run the program there again")
+
+
+def _measured(run: dict, summary: dict, pte: Path) -> dict:
+    """A run's measured record fields (the program ``pte`` placed in the import, its ETDumps beside
+    it); RuntimeError where the run was too fast to time from outside or a figure is impossible,
+    ValueError where an ETDump holds fewer inferences than the settings timed."""
+    iterations, peak = summary["settings"]["iterations"], run.get("peak_rss_bytes")
+    latencies = run.get("latencies_ms")
+    _impossible("latencies_ms", latencies or [], "ms")
+    _impossible("peak_rss_bytes", [] if peak is None else [peak], "bytes")
+    if run.get("walls_ns"):  # run.sh's wall clocks of 1 and iterations + 1 executions, raw
+        _impossible("walls_ns", [wall for pair in run["walls_ns"] for wall in pair], "ns")
+        latencies = wall_clock_latencies([(one / NS_PER_S, many / NS_PER_S) for one, many in run["walls_ns"]],
+                                         iterations)
+    note = f"run on {summary['machine']} ({summary['device']}) by {summary.get('made_by', 'remote_runner.py')}"
+    if peak is None:
+        note += f"; peak memory not measured: {summary.get('unknown', {}).get('peak_rss_bytes')}"
+    # ETDumps came back where the runner has the event tracer, one per process: their events are
+    # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
+    etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
+    fields = {**latency_fields(etdumps, iterations, latencies), "iterations": iterations, "peak_rss_bytes": peak,
+              "max_abs_error": None, "error_tolerance": None, "run_note": f"{note}; outputs not compared"}
+    if run["etdump"]:
+        fields.update(attributed_gpu_fields(ResultsDir.beside(pte, "etdump"), read_node_map(pte)))
+        fields["prediction_error"] = prediction_error(fields)
+    for name in RUN_FIELDS:
+        if name in METRICS and METRICS[name].unit == "ms" and fields.get(name) is not None:
+            _impossible(name, [fields[name]], "ms")
+    return fields
 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
-    pte = ResultsDir(out).program(record["model"], record["strategy"])
     # That machine's device limits, or None where neither it nor --limits stated them (never this machine's).
     environment = {**record["environment"], "vulkan_device": summary["device"],
                    "vulkan_limits": summary.get("limits"), "machine": summary["machine"],
@@ -45,27 +89,10 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
     if "error" in run:
         fields.update(status="failed", reason=run["error"])
         return fields
-    iterations = summary["settings"]["iterations"]
-    latencies = run.get("latencies_ms")
-    if run.get("walls_ns"):  # run.sh's wall clocks of 1 and iterations + 1 executions, raw
-        try:
-            latencies = wall_clock_latencies([(one / NS_PER_S, many / NS_PER_S) for one, many in run["walls_ns"]],
-                                             iterations)
-        except RuntimeError as error:
-            fields.update(status="failed", reason=str(error))
-            return fields
-    note = f"run on {summary['machine']} ({summary['device']}) by {summary.get('made_by', 'remote_runner.py')}"
-    if run.get("peak_rss_bytes") is None:
-        note += f"; peak memory not measured: {summary.get('unknown', {}).get('peak_rss_bytes')}"
-    # ETDumps came back where the runner has the event tracer, one per process: their events are
-    # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
-    etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
-    fields.update(latency_fields(etdumps, iterations, latencies), iterations=iterations,
-                  peak_rss_bytes=run.get("peak_rss_bytes"), max_abs_error=None, error_tolerance=None,
-                  run_note=f"{note}; outputs not compared")
-    if run["etdump"]:
-        fields.update(attributed_gpu_fields(ResultsDir.beside(pte, "etdump"), read_node_map(pte)))
-        fields["prediction_error"] = prediction_error(fields)
+    try:
+        fields.update(_measured(run, summary, ResultsDir(out).program(record["model"], record["strategy"])))
+    except (RuntimeError, ValueError) as error:  # ValueError: an ETDump of fewer inferences than were timed
+        fields.update(status="failed", reason=str(error))
     return fields
 
 
