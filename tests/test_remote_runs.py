@@ -6,7 +6,9 @@ import gzip
 import io
 import json
 import math
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -300,3 +302,45 @@ def test_an_etdump_of_fewer_inferences_than_were_timed_fails_its_record(tmp_path
     for record in import_remote(results, _returned_as(tmp_path, "r.tar", summary, etdumps), tmp_path / "remote"):
         assert record["status"] == "failed" and "holds 3 Method::execute events, fewer than the 5 timed" in record[
             "reason"]
+
+
+def _filled_by_run_sh(tmp_path) -> tuple[Path, Path]:
+    """A results directory of the recorded programs and a directory of their runs, as run.sh fills one."""
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "returned", filter="data")
+    return results, tmp_path / "returned"
+
+
+@pytest.mark.parametrize("linked", ["programs/synthetic_small/bfs-downstream.etdump", "programs/synthetic_small",
+                                    "remote.json"])
+def test_a_link_in_run_shs_directory_is_refused_not_followed(tmp_path, capsys, linked):
+    """A link in the directory run.sh filled could name any file here (a private one, which a copy would
+    make readable by all): refused in one line, nothing written, wherever it points."""
+    from harness import cli
+
+    results, returned = _filled_by_run_sh(tmp_path)
+    private = tmp_path / "private" / Path(linked).name
+    private.parent.mkdir()
+    (returned / linked).rename(private)
+    (returned / linked).symlink_to(private)
+    argv = ["import-remote", str(results), str(returned), "--out", str(tmp_path / "remote"), "--device", "a GPU"]
+    assert cli.main(argv) == 2
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and "is, or lies behind, a link, and import-remote reads none" in said[0], said
+    assert not (tmp_path / "remote").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_an_etdump_copied_from_run_shs_directory_is_no_more_readable_than_there(tmp_path):
+    results, returned = _filled_by_run_sh(tmp_path)
+    for etdump in returned.rglob("*.etdump"):
+        etdump.chmod(0o600)
+    umask = os.umask(0o022)  # where a new file is readable by all
+    try:
+        import_remote(results, returned, tmp_path / "remote")
+    finally:
+        os.umask(umask)
+    modes = {stat.S_IMODE(etdump.stat().st_mode) for etdump in (tmp_path / "remote").rglob("*.etdump")}
+    assert modes == {0o600}

@@ -12,7 +12,9 @@ a truncated archive is refused before it is used. What is wrong is one :class:`U
 import contextlib
 import json
 import lzma
+import os
 import shutil
+import stat
 import tarfile
 import zlib
 from pathlib import Path
@@ -124,19 +126,36 @@ def _lacking(archive: Path, missing: list[str], wanted: list[str]) -> UsageError
 
 
 class _Directory:
-    """The directory run.sh filled."""
+    """The directory run.sh filled, of which only plain files are read: a link (run.sh writes none)
+    could name any file of this machine, and a copy is never readable by more than its source."""
 
     def __init__(self, root: Path):
         self.root = root
-        self.summary = _summary(lambda: open(root / REMOTE_SUMMARY, "rb"), root)
+        # where remote.json is missing, opening the path run.sh writes it at says so
+        self.summary = _summary(lambda: open(self._plain(REMOTE_SUMMARY) or root / REMOTE_SUMMARY, "rb"), root)
+
+    def _plain(self, name: str) -> Path | None:
+        """``name`` under the directory, None where it is missing; a one-line error where it is, or
+        lies behind, a link, or is not a plain file."""
+        path = self.root / name
+        if os.path.realpath(path) != os.path.join(os.path.realpath(self.root), name):
+            raise UsageError(f"{path} is, or lies behind, a link, and import-remote reads none: pass the "
+                             "directory run.sh filled, as it filled it")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"{path} is not a plain file: pass the directory run.sh filled, as it filled it")
+        return path if path.exists() else None
 
     def put(self, names: list[str], out: Path) -> None:
-        missing = [name for name in names if not (self.root / name).is_file()]
-        if missing:
-            raise _lacking(self.root, missing, names)
-        for name in names:
+        sources = [self._plain(name) for name in names]
+        if None in sources:
+            raise _lacking(self.root, [name for name, source in zip(names, sources) if source is None], names)
+        for name, source in zip(names, sources):
             (out / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(self.root / name, out / name)
+            with open(source, "rb", opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW)) as data:
+                # its permissions less the umask's: the copy is never readable by more than its source
+                mode = stat.S_IMODE(os.fstat(data.fileno()).st_mode) & 0o666
+                with open(os.open(out / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as copy:
+                    shutil.copyfileobj(data, copy)
 
 
 class _Tar:
