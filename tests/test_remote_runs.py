@@ -265,11 +265,15 @@ def test_an_import_into_earlier_records_replaces_their_programs_etdumps(tmp_path
     ({"latencies_ms": [2.0, math.nan, 3.0]}, "impossible latencies_ms: nan ms, not a number"),
     ({"latencies_ms": [-5, -7, -3]}, "impossible latencies_ms: -5 ms, negative"),
     ({"walls_ns": [[1, 1e30]]}, "impossible latency_ms_median: 5e+23 ms, more than an hour"),
-    ({"walls_ns": [[math.nan, 2e9]]}, "impossible walls_ns: nan ns, not a number"),
+    ({"walls_ns": [[math.nan, 2e9]]}, "impossible wall clock: nan ns, not a number"),
     ({"latencies_ms": [2.0], "peak_rss_bytes": -1}, "impossible peak_rss_bytes: -1 bytes, negative"),
     ({"latencies_ms": [2.0], "peak_rss_bytes": 1 << 60},
      f"impossible peak_rss_bytes: {1 << 60} bytes, more than 256 TiB"),
-    ({"walls_ns": [[1e9, 3e9]], "peak_rss_bytes": 2_411_724 * 1024}, None),  # 2 s more for 2 inferences: 1000 ms each
+    # an earlier run.sh's wall clocks and peak bytes, still read: 2 s more for 2 inferences, 1000 ms each
+    ({"walls_ns": [[1e9, 3e9]], "peak_rss_bytes": 2_411_724 * 1024}, None),
+    ({"clocks_ns": [[5e9, 5e9 + 12, 6e9, 6e9 + 12], [-1, 0, 1, 2]]}, "impossible clocks_ns: -1 ns, negative"),
+    ({"clocks_ns": [[5, 9, 9, 3]]}, "impossible wall clock: -6 ns, negative"),
+    ({"latencies_ms": [2.0], "rss_kib": [5, math.nan]}, "impossible rss_kib: nan KiB, not a number"),
 ])
 def test_an_impossible_figure_fails_its_record_with_the_reason(tmp_path, run, reason):
     """Latencies and wall clocks that no run measures (negative, not a number, an inference past an

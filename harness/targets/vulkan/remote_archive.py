@@ -62,7 +62,9 @@ RUN_SHAPE = {
     "etdump": ("true or false", _is(bool), True), "processes": ("a whole number >= 1", _whole(1), False),
     "latencies_ms": ("a list of numbers or null", _optional(_list_of(_number)), False),
     "walls_ns": ("a list of [1, N + 1] wall-clock pairs", _list_of(_list_of(_number, 2)), False),
+    "clocks_ns": ("a list of [start, end, start, end] clock readings", _list_of(_list_of(_number, 4)), False),
     "peak_rss_bytes": ("a number or null", _optional(_number), False),
+    "rss_kib": ("a list of numbers or null", _optional(_list_of(_number)), False),
 }
 
 
@@ -91,7 +93,7 @@ def _run_problem(name: str, run, settings: dict) -> str | None:
         return problem
     if run.get("processes", 1) > settings.get("processes", 1):
         return f"{name} ran in {run['processes']} processes, more than its settings' {settings.get('processes', 1)}"
-    if not (run["etdump"] or run.get("latencies_ms") or run.get("walls_ns")):
+    if not (run["etdump"] or run.get("latencies_ms") or run.get("walls_ns") or run.get("clocks_ns")):
         return f"{name} holds no timing: no ETDump, no latencies, no wall clocks"
     return None
 

@@ -35,7 +35,7 @@ RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", 
 # Past these a figure is no measurement: nothing a benchmark times takes an hour, and no process
 # holds more resident than a 48-bit virtual address space (x86-64's and arm64's) can map.
 MOST = {"ms": (3_600_000, "more than an hour"), "bytes": (1 << 48, "more than 256 TiB"),
-        "ns": (math.inf, "")}
+        "KiB": (1 << 38, "more than 256 TiB"), "ns": (math.inf, "")}
 
 
 def _impossible(name: str, values: list, unit: str) -> None:
@@ -48,21 +48,34 @@ def _impossible(name: str, values: list, unit: str) -> None:
             raise RuntimeError(f"impossible {name}: {value!r} {unit}, {why}; run the program there again")
 
 
+def _walls_and_peak(run: dict) -> tuple[list | None, float | None]:
+    """A run's wall clocks (ns: of 1 and of iterations + 1 executions, a pair per repeat; None where
+    it has none) and its peak memory (bytes, or None): from run.sh's clock readings and kilobytes
+    as it read them (it computes nothing: mksh, Android's sh, computes in 32 bits), an earlier
+    run.sh's wall clocks and bytes, or remote_runner.py's bytes."""
+    walls, kib = run.get("walls_ns"), run.get("rss_kib")
+    if run.get("clocks_ns"):
+        _impossible("clocks_ns", [reading for readings in run["clocks_ns"] for reading in readings], "ns")
+        walls = [(end - start, end_many - start_many) for start, end, start_many, end_many in run["clocks_ns"]]
+    _impossible("rss_kib", kib or [], "KiB")
+    return walls, max(kib) * 1024 if kib else run.get("peak_rss_bytes")
+
+
 def _measured(run: dict, summary: dict, pte: Path) -> dict:
     """A run's measured record fields (the program ``pte`` placed in the import, its ETDumps beside
     it); RuntimeError where the run was too fast to time from outside or a figure is impossible,
     ValueError where an ETDump holds fewer inferences than the settings timed."""
-    iterations, peak = summary["settings"]["iterations"], run.get("peak_rss_bytes")
-    latencies = run.get("latencies_ms")
+    iterations, latencies = summary["settings"]["iterations"], run.get("latencies_ms")
+    walls, peak = _walls_and_peak(run)
     _impossible("latencies_ms", latencies or [], "ms")
     _impossible("peak_rss_bytes", [] if peak is None else [peak], "bytes")
-    if run.get("walls_ns"):  # run.sh's wall clocks of 1 and iterations + 1 executions, raw
-        _impossible("walls_ns", [wall for pair in run["walls_ns"] for wall in pair], "ns")
-        latencies = wall_clock_latencies([(one / NS_PER_S, many / NS_PER_S) for one, many in run["walls_ns"]],
-                                         iterations)
+    if walls:
+        _impossible("wall clock", [wall for pair in walls for wall in pair], "ns")
+        latencies = wall_clock_latencies([(one / NS_PER_S, many / NS_PER_S) for one, many in walls], iterations)
     note = f"run on {summary['machine']} ({summary['device']}) by {summary.get('made_by', 'remote_runner.py')}"
     if peak is None:
-        note += f"; peak memory not measured: {summary.get('unknown', {}).get('peak_rss_bytes')}"
+        why = summary.get("unknown", {}).get("peak_rss_bytes", "its time -v reported none")
+        note += f"; peak memory not measured: {why}"
     # ETDumps came back where the runner has the event tracer, one per process: their events are
     # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
     etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
