@@ -135,7 +135,6 @@ def _etdumps(summary: dict, names: list[str]) -> list[str]:
 def _place(source: Path, target: Path, copy: bool) -> None:
     """``source`` at ``target``: a copy, or a link to it (the programs stay in the results
     directory they were made in; an import needs only their node maps and the ETDumps)."""
-    target.unlink(missing_ok=True)
     if copy:
         shutil.copyfile(source, target)
     else:
