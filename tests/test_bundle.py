@@ -214,7 +214,8 @@ def test_run_sh_splices_programs_from_past_4_gib_of_their_cut(results, tmp_path,
     packing.pack_bundle(results, bundle)
     hole = (1 << 32) + 12_345
     for strategy in STRATEGIES:
-        cut, splices = (bundle / "programs" / "synthetic_small" / f"{strategy}{suffix}" for suffix in (".cut", ".splices"))
+        cut, splices = (bundle / "programs" / "synthetic_small" / f"{strategy}{suffix}"
+                        for suffix in (packing.CUT_SUFFIX, packing.SPLICES_SUFFIX))
         kept = cut.read_bytes()
         with cut.open("wb") as sparse:
             sparse.seek(hole)
@@ -226,7 +227,7 @@ def test_run_sh_splices_programs_from_past_4_gib_of_their_cut(results, tmp_path,
                    FAKE_LOG=str(tmp_path / "log"), FAKE_SAVE=str(saved))
     assert done.returncode == 0, done.stderr
     for strategy in STRATEGIES:
-        stripped, manifest = weightless.strip((results / "programs" / "synthetic_small" / f"{strategy}.pte").read_bytes())
+        stripped, manifest = weightless.strip(ResultsDir(results).program("synthetic_small", strategy).read_bytes())
         refilled = bytearray(stripped)
         weightless.refill(refilled, manifest)
         assert (saved / f"{strategy}.pte").read_bytes() == refilled
