@@ -16,9 +16,10 @@ help:
 
 # Debian packages, each with a command or file that shows it is there: graphviz renders
 # `explain --graph`, chromium opens the report, the graph and the asv dashboard headless,
-# npm fetches the dashboard's scripts, mesa-vulkan-drivers is lavapipe (the vgf target's
-# Vulkan driver). Installed only where missing.
-SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
+# npm fetches the dashboard's scripts, mksh is Android's sh (the tests run a bundle's run.sh
+# under it), mesa-vulkan-drivers is lavapipe (the vgf target's Vulkan driver). Installed only
+# where missing.
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mksh:mksh mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
 APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 
 system-deps:

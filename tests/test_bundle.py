@@ -31,15 +31,30 @@ STRATEGIES = ("all-width-packed", "bfs-downstream")  # in remote_runner.py's ord
 SHELLS = {"dash": ["dash"], "mksh": ["mksh"], "busybox": ["busybox", "sh"]}  # mksh: Android's /system/bin/sh
 # A stand-in executor_runner: each process's arguments into $FAKE_LOG, the program it was handed
 # into $FAKE_SAVE; a runner with the event tracer writes model.etdump, one without (FAKE_NO_ETDUMP)
-# takes 0.1 s an execution; $FAKE_FAIL in the program's path: it fails, as a runtime that
-# rejects a program does.
+# takes 0.1 s an execution, or, with $FAKE_CLOCK (the nanoseconds the stand-in `date` reads), moves
+# that clock by $FAKE_INFERENCE_NS an execution at once; $FAKE_FAIL in the program's path: it
+# fails, as a runtime that rejects a program does. Its own sh is this machine's /bin/sh, whose
+# arithmetic holds a clock's nanoseconds (64 bits).
 STAND_IN = r"""#!/bin/sh
 for arg; do printf '%s\n' "$arg"; done >> "$FAKE_LOG"; echo --- >> "$FAKE_LOG"
 model=${1#--model_path=} count=${3#--num_executions=}
 cp "$model" "$FAKE_SAVE/"
 case $model in *"${FAKE_FAIL:-@}"*) printf 'loading\n  Missing operator: aten.logical_not  \n\n' >&2; exit 3 ;; esac
 if [ -z "$FAKE_NO_ETDUMP" ]; then printf 'executions %s' "$count" > model.etdump; exit 0; fi
+if [ -n "$FAKE_CLOCK" ]; then echo $(($(cat "$FAKE_CLOCK") + count * FAKE_INFERENCE_NS)) > "$FAKE_CLOCK"; exit 0; fi
 while [ "$count" -gt 0 ]; do sleep 0.1; count=$((count - 1)); done
+"""
+# The stand-in clock (`date +%s%N`, all run.sh asks of date) and `time -v`, which runs its command
+# and reports $FAKE_KIB kilobytes as its peak resident memory, in GNU time's words.
+FAKE_DATE = """#!/bin/sh
+cat "$FAKE_CLOCK"
+"""
+FAKE_TIME = r"""#!/bin/sh
+shift
+"$@"
+code=$?
+printf '\tMaximum resident set size (kbytes): %s\n' "$FAKE_KIB" >&2
+exit $code
 """
 # vulkaninfo's device properties and limits, as Debian's vulkan-tools prints them (an earlier
 # section names each device otherwise)
@@ -108,7 +123,7 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
                                                  "Missing operator: aten.logical_not"}
     run = summary["programs"][good]
     assert (run["etdump"], run["processes"], run["latencies_ms"]) == (True, 2, None)
-    assert (run["peak_rss_bytes"] is None) == ("peak_rss_bytes" in summary["unknown"])
+    assert (run["rss_kib"] is None) == ("peak_rss_bytes" in summary["unknown"])
     kept = [p.relative_to(tmp_path / "out") for p in sorted((tmp_path / "out" / "programs").rglob("*.etdump"))]
     assert kept == sorted(etdump_paths(Path(good), 2))
     assert (tmp_path / "out" / kept[0]).read_text() == "executions 5"
@@ -134,8 +149,8 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
 
 
 def test_run_sh_times_a_runner_without_the_event_tracer_by_wall_clock(results, tmp_path):
-    """A runner that writes no ETDump: run.sh sends the wall clocks of 1 and iterations + 1
-    executions, raw; import-remote takes their difference, as remote_runner.py does."""
+    """A runner that writes no ETDump: run.sh sends the clock's readings around 1 and around
+    iterations + 1 executions, raw; import-remote takes their differences, as remote_runner.py does."""
     bundle, saved = tmp_path / "bundle", tmp_path / "saved"
     saved.mkdir()
     packing.pack_bundle(results, bundle)
@@ -146,14 +161,76 @@ def test_run_sh_times_a_runner_without_the_event_tracer_by_wall_clock(results, t
     summary = json.loads((tmp_path / "out" / "remote.json").read_text())
     assert summary["device"] == "a GPU" and "device" not in summary["unknown"]
     assert summary["limits"] is None and "import-remote --limits" in summary["unknown"]["limits"]  # no such device
-    for run in summary["programs"].values():
-        assert not run["etdump"] and len(run["walls_ns"]) == 3
-        assert all(one >= 0.1e9 and many >= 0.3e9 for one, many in run["walls_ns"])  # 0.1 s an execution
+    walls = {}
+    for name, run in summary["programs"].items():
+        assert not run["etdump"] and len(run["clocks_ns"]) == 3
+        walls[name] = [(end - start, end_many - start_many) for start, end, start_many, end_many in run["clocks_ns"]]
+        assert all(one >= 0.1e9 and many >= 0.3e9 for one, many in walls[name])  # 0.1 s an execution
     for record in import_remote(results, tmp_path / "out", tmp_path / "imported"):
-        walls = summary["programs"][f"programs/synthetic_small/{record['strategy']}.pte"]["walls_ns"]
         assert record["latency_source"] == "wall-clock" and record["status"] == "ok"
         assert record["latency_ms_median"] == pytest.approx(statistics.median(
-            (many - one) / 2 / 1e6 for one, many in walls if many > one))
+            (many - one) / 2 / 1e6 for one, many in walls[f"programs/synthetic_small/{record['strategy']}.pte"]
+            if many > one))
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("seconds", [3, 1])
+def test_run_sh_leaves_the_arithmetic_of_long_runs_and_large_peaks_to_import_remote(results, tmp_path, shell, seconds):
+    """mksh, Android's sh, computes in 32 bits: run.sh writes the clock's readings (nanoseconds since
+    1970, past 2**60) and the kilobytes of peak memory as read, and import-remote computes. A runner
+    without the event tracer taking 3 s (or 1 s) an inference, on a clock that the stand-in runner
+    moves, and a peak of 2.3 GiB: 3000 ms (1000 ms) and 2,469,605,376 bytes under every shell. A
+    setting past 9 digits, which mksh would wrap (2**32 + 2 iterations to 2), is refused."""
+    bundle, saved, tools = tmp_path / "bundle", tmp_path / "saved", tmp_path / "tools"
+    saved.mkdir()
+    tools.mkdir()
+    packing.pack_bundle(results, bundle)
+    runner = _executable(tools / "executor_runner", STAND_IN)
+    _executable(tools / "date", FAKE_DATE)
+    _executable(tools / "time", FAKE_TIME)
+    (tmp_path / "clock").write_text("1732851234123456789\n")
+    kib = 2_411_724  # 2.3 GiB
+    done = _run_sh(shell, bundle, runner, tmp_path / "out", "--iterations", "2", "--repeats", "1", "--device", "a GPU",
+                   FAKE_LOG=str(tmp_path / "log"), FAKE_SAVE=str(saved), FAKE_NO_ETDUMP="1",
+                   FAKE_CLOCK=str(tmp_path / "clock"), FAKE_INFERENCE_NS=str(seconds * 10**9), FAKE_KIB=str(kib),
+                   PATH=f"{tools}{os.pathsep}{os.environ['PATH']}")
+    assert done.returncode == 0, done.stderr
+    for record in import_remote(results, tmp_path / "out", tmp_path / "imported"):
+        assert record["status"] == "ok", record["reason"]
+        assert (record["latency_ms_median"], record["peak_rss_bytes"]) == (seconds * 1000, kib * 1024)
+    wrapped = _run_sh(shell, bundle, runner, tmp_path / "wrapped", "--iterations", str(2**32 + 2))
+    assert wrapped.returncode == 2 and wrapped.stderr.splitlines() == [
+        f"run.sh: error: --iterations takes a whole number of at most 9 digits, not '{2**32 + 2}'"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_run_sh_splices_programs_from_past_4_gib_of_their_cut(results, tmp_path, shell):
+    """Where a program is past 2 GiB its positions are past 32 bits, which mksh (Android's sh) wraps:
+    pack writes every position, and run.sh only hands them to tail and head. Each cut here is moved
+    4 GiB into a sparse file (a hole first, no disk) and its .splices says so: the programs the
+    runner is handed are still byte for byte what weightless.refill makes."""
+    bundle, saved = tmp_path / "bundle", tmp_path / "saved"
+    saved.mkdir()
+    packing.pack_bundle(results, bundle)
+    hole = (1 << 32) + 12_345
+    for strategy in STRATEGIES:
+        cut, splices = (bundle / "programs" / "synthetic_small" / f"{strategy}{suffix}"
+                        for suffix in (packing.CUT_SUFFIX, packing.SPLICES_SUFFIX))
+        kept = cut.read_bytes()
+        with cut.open("wb") as sparse:
+            sparse.seek(hole)
+            sparse.write(kept)
+        lines = [line.split(" ", 1) for line in splices.read_text().splitlines()]
+        splices.write_text("".join(f"{int(start) + hole} {rest}\n" for start, rest in lines))
+    runner = _executable(tmp_path / "executor_runner", STAND_IN)
+    done = _run_sh(shell, bundle, runner, tmp_path / "out", "--processes", "1", "--device", "a GPU",
+                   FAKE_LOG=str(tmp_path / "log"), FAKE_SAVE=str(saved))
+    assert done.returncode == 0, done.stderr
+    for strategy in STRATEGIES:
+        stripped, manifest = weightless.strip(ResultsDir(results).program("synthetic_small", strategy).read_bytes())
+        refilled = bytearray(stripped)
+        weightless.refill(refilled, manifest)
+        assert (saved / f"{strategy}.pte").read_bytes() == refilled
 
 
 def test_the_limits_given_to_run_sh_or_import_remote_are_the_records(results, tmp_path):
@@ -225,7 +302,7 @@ def test_a_bundle_tar_holds_the_runner_and_the_script_executable(results, tmp_pa
         members = {m.name: m for m in tar.getmembers()}
     assert members["run.sh"].mode == members["executor_runner"].mode == 0o755
     assert {"programs.list", "fill/FLOAT32.bin", "programs/synthetic_small/bfs-downstream.cut",
-            "programs/synthetic_small/bfs-downstream.weights"} <= set(members)
+            "programs/synthetic_small/bfs-downstream.splices"} <= set(members)
     original = (results / "programs" / "synthetic_small" / "bfs-downstream.pte").read_bytes()
     weights = sum(region["size"] for region in packing._places(weightless.strip(original)[1]))
     assert members["programs/synthetic_small/bfs-downstream.cut"].size == len(original) - weights > 0

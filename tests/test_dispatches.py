@@ -34,7 +34,8 @@ from harness.targets.vulkan.dispatches import (
 )
 from harness.targets.vulkan.measured_nodes import load_measurements
 from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.targets.vulkan.remote_import import MADE_BY, import_remote
+from harness.targets.vulkan.remote_archive import MADE_BY
+from harness.targets.vulkan.remote_import import import_remote
 from layoutkit.errors import UsageError
 import strategies
 from tests.helpers.tables import TRANSITIONS_ONLY

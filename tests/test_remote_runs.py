@@ -2,8 +2,13 @@
 (Python alone, over a results directory's programs): one ETDump per runner process, and
 timing from outside where a runner writes none."""
 
+import gzip
+import io
 import json
+import math
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -13,6 +18,8 @@ import pytest
 
 from harness.targets.vulkan import runners
 from harness.targets.vulkan.device import vulkan_limits
+from harness.results.store import RecordStore
+from harness.targets.vulkan.remote_import import import_remote
 from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_timed, time_runner
 
 from .test_vulkan_run import stand_in_runner, xnnpack_program  # noqa: F401  (fixtures)
@@ -148,3 +155,196 @@ def test_packed_programs_run_remotely_with_their_weights_refilled(tmp_path):
     runnable = _with_weights(remote, tmp_path)
     assert runnable != remote and runnable.stat().st_size == first.stat().st_size
     assert _with_weights(first, tmp_path) == first  # sent with its weights: run as it is
+
+
+def _returned_as(tmp_path, name: str, summary, members: list[tuple[tarfile.TarInfo, bytes | None]] = ()) -> Path:
+    """A tar at ``tmp_path / name`` holding ``members`` and ``summary`` as its remote.json."""
+    path = tmp_path / name
+    with tarfile.open(path, "w") as tar:
+        for member, data in [*members, (tarfile.TarInfo("remote.json"), json.dumps(summary).encode())]:
+            member.size = len(data or b"")
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def _contents(archive: Path) -> tuple[dict, list[tuple[tarfile.TarInfo, bytes]]]:
+    """remote_runner.py's tar as its remote.json and its other members, with their bytes."""
+    with tarfile.open(archive) as tar:
+        return json.load(tar.extractfile("remote.json")), [
+            (member, tar.extractfile(member).read()) for member in tar.getmembers() if member.name != "remote.json"]
+
+
+def _link(name: str, kind: bytes, target: str) -> tuple[tarfile.TarInfo, None]:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname = kind, target
+    return member, None
+
+
+def _hostile(tmp_path, case: str, archive: Path) -> Path:
+    """remote_runner.py's ``archive`` of the recorded programs' runs, tampered with or damaged as ``case`` says."""
+    summary, etdumps = _contents(archive)
+    etdump = etdumps[0][0].name
+    if case == "truncated":
+        packed = gzip.compress(archive.read_bytes())
+        (tmp_path / "cut.tar.gz").write_bytes(packed[:len(packed) // 2])
+        return tmp_path / "cut.tar.gz"
+    if case == "three processes, one ETDump each":
+        summary["settings"]["processes"] = 3
+        for run in summary["programs"].values():
+            run["processes"] = 3
+        return _returned_as(tmp_path, "three.tar", summary, etdumps)
+    members = {"outside": [(tarfile.TarInfo("../../tmp/x.etdump"), b"events")],
+               "absolute link": [_link(etdump, tarfile.SYMTYPE, "/etc/passwd")],
+               "link out": [_link(etdump, tarfile.SYMTYPE, "../../../../secret")],
+               "hard link out": [_link(etdump, tarfile.LNKTYPE, "../../../secret")]}
+    summaries = {"a list": [summary], "settings null": {**summary, "settings": None},
+                 "programs a string": {**summary, "programs": "programs/synthetic_small/bfs-downstream.pte"}}
+    return _returned_as(tmp_path, "hostile.tar", summaries.get(case, summary), members.get(case, etdumps))
+
+
+HOSTILE = [  # (what the archive is, what import-remote says of it after its path)
+    ("outside", "holds what import-remote does not extract: '../../tmp/x.etdump' would be extracted to"),
+    ("absolute link", "holds what import-remote does not extract: 'programs/synthetic_small/bfs-downstream.etdump' "
+     "is a link to an absolute path"),
+    ("link out", "holds what import-remote does not extract: 'programs/synthetic_small/bfs-downstream.etdump' would "
+     "link to"),
+    ("hard link out", "holds what import-remote does not extract: 'programs/synthetic_small/bfs-downstream.etdump' "
+     "would link to"),
+    ("truncated", "is damaged (EOFError: Compressed file ended before the end-of-stream marker was reached)"),
+    ("a list", "is not as remote_runner.py or run.sh write it: remote.json is [{"),
+    ("settings null", "is not as remote_runner.py or run.sh write it: remote.json's settings is null, not an object"),
+    ("programs a string", "is not as remote_runner.py or run.sh write it: remote.json's programs is "
+     '"programs/synthetic_small/bfs-downstr..., not an object'),
+    ("three processes, one ETDump each", "lacks programs/synthetic_small/bfs-downstream.2.etdump (4 of the 6 "
+     "ETDumps its remote.json promises are missing)"),
+]
+
+
+@pytest.mark.parametrize("case, message", HOSTILE, ids=[case for case, _ in HOSTILE])
+def test_a_hostile_or_damaged_archive_is_refused_in_one_line_leaving_nothing(tmp_path, capsys, case, message):
+    """What import-remote cannot trust is refused before anything is extracted or written: one line,
+    exit 2; no records, links, ETDumps or scratch directory anywhere, an --out that existed as it was."""
+    from harness import cli
+
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    hostile = _hostile(tmp_path, case, archive)
+    import_remote(results, archive, tmp_path / "remote")
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert cli.main(["import-remote", str(results), str(hostile), "--out", str(tmp_path / "remote")]) == 2
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].startswith(f"layoutbench: error: {hostile} {message}"), said[0]
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+    assert not (tmp_path.parent / "tmp" / "x.etdump").exists()
+
+
+def test_an_import_into_earlier_records_replaces_their_programs_etdumps(tmp_path):
+    """Imported where an earlier import wrote: each program's ETDumps are the new run's alone (none of
+    the earlier run's extra processes is left to be read as this one's), the records are added."""
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    summary, etdumps = _contents(archive)
+    summary["settings"]["processes"] = 2
+    for run in summary["programs"].values():
+        run["processes"] = 2
+    second = [(tarfile.TarInfo(member.name.replace(".etdump", ".2.etdump")), data) for member, data in etdumps]
+    two_processes = _returned_as(tmp_path, "two.tar", summary, [*etdumps, *second])
+    out = tmp_path / "remote"
+    import_remote(results, two_processes, out)
+    assert len(list(out.rglob("*.2.etdump"))) == 2
+    imported = import_remote(results, archive, out)
+    assert not list(out.rglob("*.2.etdump")) and len(list(out.rglob("*.etdump"))) == 2
+    assert RecordStore(out).read()[2:] == imported and len(RecordStore(out).read()) == 4
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("run, reason", [
+    ({"latencies_ms": [-5, math.nan, 1e308]}, "impossible latencies_ms: -5 ms, negative"),
+    ({"latencies_ms": [2.0, math.nan, 3.0]}, "impossible latencies_ms: nan ms, not a number"),
+    ({"latencies_ms": [-5, -7, -3]}, "impossible latencies_ms: -5 ms, negative"),
+    ({"walls_ns": [[1, 1e30]]}, "impossible latency_ms_median: 5e+23 ms, more than an hour"),
+    ({"walls_ns": [[math.nan, 2e9]]}, "impossible wall clock: nan ns, not a number"),
+    ({"latencies_ms": [2.0], "peak_rss_bytes": -1}, "impossible peak_rss_bytes: -1 bytes, negative"),
+    ({"latencies_ms": [2.0], "peak_rss_bytes": 1 << 60},
+     f"impossible peak_rss_bytes: {1 << 60} bytes, more than 256 TiB"),
+    # an earlier run.sh's wall clocks and peak bytes, still read: 2 s more for 2 inferences, 1000 ms each
+    ({"walls_ns": [[1e9, 3e9]], "peak_rss_bytes": 2_411_724 * 1024}, None),
+    ({"clocks_ns": [[5e9, 5e9 + 12, 6e9, 6e9 + 12], [-1, 0, 1, 2]]}, "impossible clocks_ns: -1 ns, negative"),
+    ({"clocks_ns": [[5, 9, 9, 3]]}, "impossible wall clock: -6 ns, negative"),
+    ({"latencies_ms": [2.0], "rss_kib": [5, math.nan]}, "impossible rss_kib: nan KiB, not a number"),
+])
+def test_an_impossible_figure_fails_its_record_with_the_reason(tmp_path, run, reason):
+    """Latencies and wall clocks that no run measures (negative, not a number, an inference past an
+    hour) and a peak memory below zero or past a 48-bit address space: that record failed, saying
+    which figure and why; the other program's run is imported as it is."""
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    summary, etdumps = _contents(archive)
+    summary["programs"]["programs/synthetic_small/bfs-downstream.pte"] = {
+        "latencies_ms": None, "peak_rss_bytes": 1, "etdump": False, **run}
+    imported = {r["strategy"]: r for r in import_remote(results, _returned_as(tmp_path, "r.tar", summary, etdumps),
+                                                          tmp_path / "remote")}
+    record = imported["bfs-downstream"]
+    assert imported["all-width-packed"]["status"] == "ok"
+    if reason is None:
+        assert (record["status"], record["latency_ms_median"]) == ("ok", 1000)
+        assert record["peak_rss_bytes"] == 2_411_724 * 1024
+    else:
+        assert (record["status"], record["reason"]) == ("failed", f"{reason}; run the program there again")
+        assert record.get("latency_ms_median") is None
+
+
+def test_an_etdump_of_fewer_inferences_than_were_timed_fails_its_record(tmp_path):
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    summary, etdumps = _contents(archive)
+    summary["settings"]["iterations"] = 5  # the kept ETDumps hold 3
+    for record in import_remote(results, _returned_as(tmp_path, "r.tar", summary, etdumps), tmp_path / "remote"):
+        assert record["status"] == "failed" and "holds 3 Method::execute events, fewer than the 5 timed" in record[
+            "reason"]
+
+
+def _filled_by_run_sh(tmp_path) -> tuple[Path, Path]:
+    """A results directory of the recorded programs and a directory of their runs, as run.sh fills one."""
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "returned", filter="data")
+    return results, tmp_path / "returned"
+
+
+@pytest.mark.parametrize("linked", ["programs/synthetic_small/bfs-downstream.etdump", "programs/synthetic_small",
+                                    "remote.json"])
+def test_a_link_in_run_shs_directory_is_refused_not_followed(tmp_path, capsys, linked):
+    """A link in the directory run.sh filled could name any file here (a private one, which a copy would
+    make readable by all): refused in one line, nothing written, wherever it points."""
+    from harness import cli
+
+    results, returned = _filled_by_run_sh(tmp_path)
+    private = tmp_path / "private" / Path(linked).name
+    private.parent.mkdir()
+    (returned / linked).rename(private)
+    (returned / linked).symlink_to(private)
+    argv = ["import-remote", str(results), str(returned), "--out", str(tmp_path / "remote"), "--device", "a GPU"]
+    assert cli.main(argv) == 2
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and "is, or lies behind, a link, and import-remote reads none" in said[0], said
+    assert not (tmp_path / "remote").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_an_etdump_copied_from_run_shs_directory_is_no_more_readable_than_there(tmp_path):
+    results, returned = _filled_by_run_sh(tmp_path)
+    for etdump in returned.rglob("*.etdump"):
+        etdump.chmod(0o600)
+    umask = os.umask(0o022)  # where a new file is readable by all
+    try:
+        import_remote(results, returned, tmp_path / "remote")
+    finally:
+        os.umask(umask)
+    modes = {stat.S_IMODE(etdump.stat().st_mode) for etdump in (tmp_path / "remote").rglob("*.etdump")}
+    assert modes == {0o600}

@@ -14,7 +14,7 @@ of identical ones (a hard link):
       programs.list               one line per program: its number of inputs, its name
       fill/<TYPE>.bin             weightless.random_blocks(), one block per weight type used
       programs/<model>/<strategy>.cut      the program without its weights' bytes
-                          .weights  where they go: "offset size TYPE" lines, in program order
+                          .splices  how run.sh splices them back in (:func:`cut`)
                           .inputs/  its inputs, as vulkan-run wrote them
       executor_runner             with --runner: the runner run.sh uses by default
 
@@ -38,7 +38,7 @@ SCRIPT = Path(__file__).with_name("remote_runner.sh")
 BUNDLE_SCRIPT = "run.sh"
 PROGRAM_LIST = "programs.list"
 CUT_SUFFIX = ".cut"
-PLACES_SUFFIX = ".weights"
+SPLICES_SUFFIX = ".splices"
 BUNDLE_RUNNER = "executor_runner"
 TAR_MODES = {".tar": "w", ".gz": "w:gz", ".tgz": "w:gz", ".xz": "w:xz"}
 
@@ -106,13 +106,21 @@ def _places(manifest: list[dict]) -> list[dict]:
     return sorted({region["offset"]: region for region in manifest}.values(), key=lambda region: region["offset"])
 
 
-def cut(stripped: bytes, places: list[dict]) -> bytes:
-    """``stripped`` without the bytes of ``places`` (the regions of :func:`_places`)."""
-    pieces, position = [], 0
+def cut(stripped: bytes, places: list[dict]) -> tuple[bytes, str]:
+    """``stripped`` without the bytes of ``places`` (the regions of :func:`_places`), and how run.sh
+    splices the program back: a line per region, "START LENGTH SIZE TYPE" (LENGTH bytes of the cut
+    from its byte START, counted from 1 as ``tail -c +START`` counts, then SIZE bytes of TYPE's
+    block repeated), and last "START LENGTH", the cut's rest. Every position is computed here: the
+    sh of Android (mksh) computes in 32 bits, and a program may pass 2 GiB."""
+    pieces, lines, position, kept = [], [], 0, 0
     for region in places:
         pieces.append(stripped[position:region["offset"]])
+        lines.append(f"{kept + 1} {len(pieces[-1])} {region['size']} {region['dtype']}\n")
+        kept += len(pieces[-1])
         position = region["offset"] + region["size"]
-    return b"".join(pieces) + stripped[position:]
+    pieces.append(stripped[position:])
+    lines.append(f"{kept + 1} {len(pieces[-1])}\n")
+    return b"".join(pieces), "".join(lines)
 
 
 def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None) -> int:
@@ -157,8 +165,9 @@ def pack_bundle(results: Path, out: Path, runner: Path | None = None) -> int:
     def add_program(writer: _Writer, name: str, stripped: bytes, manifest: list[dict]) -> None:
         places = _places(manifest)
         stem = name.removesuffix(".pte")
-        writer.add(stem + CUT_SUFFIX, cut(stripped, places))
-        writer.add(stem + PLACES_SUFFIX, "".join(f"{r['offset']} {r['size']} {r['dtype']}\n" for r in places).encode())
+        kept, splices = cut(stripped, places)
+        writer.add(stem + CUT_SUFFIX, kept)
+        writer.add(stem + SPLICES_SUFFIX, splices.encode())
         types.update(region["dtype"] for region in places)
         listing.append(f"{len(remote_runner.program_inputs(results / name))} {name}\n")
 

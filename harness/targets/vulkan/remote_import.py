@@ -12,28 +12,85 @@ what the other machine could not measure (run.sh without a ``time -v``: peak mem
 """
 
 import contextlib
-import json
+import math
+import os
 import shutil
-import tarfile
+import tempfile
 from pathlib import Path
 
 from harness.errors import UsageError
 from harness.results.provenance import identity_fields
 from harness.results.results_dir import ResultsDir
+from harness.results.schema import METRICS
 from harness.results.store import RecordStore, latest
 from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error
 from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
+from harness.targets.vulkan.remote_archive import returned
 from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY, etdump_paths, wall_clock_latencies
-from harness.targets.vulkan.targets import read_node_map
+from harness.targets.vulkan.targets import read_node_map, remove_program
 
-MADE_BY = "the tar remote_runner.py wrote or the directory run.sh filled"
 NS_PER_S = 1e9
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance", *GPU_FIELDS,
               "attribution_error", "prediction_error")
+# Past these a figure is no measurement: nothing a benchmark times takes an hour, and no process
+# holds more resident than a 48-bit virtual address space (x86-64's and arm64's) can map.
+MOST = {"ms": (3_600_000, "more than an hour"), "bytes": (1 << 48, "more than 256 TiB"),
+        "KiB": (1 << 38, "more than 256 TiB"), "ns": (math.inf, "")}
+
+
+def _impossible(name: str, values: list, unit: str) -> None:
+    """Raise RuntimeError where one of ``values`` (the figure ``name``, in ``unit``) cannot have
+    been measured: not a number, negative, or past :data:`MOST`."""
+    most, past = MOST[unit]
+    for value in values:
+        why = "not a number" if math.isnan(value) else "negative" if value < 0 else past if value > most else None
+        if why:
+            raise RuntimeError(f"impossible {name}: {value!r} {unit}, {why}; run the program there again")
+
+
+def _walls_and_peak(run: dict) -> tuple[list | None, float | None]:
+    """A run's wall clocks (ns: of 1 and of iterations + 1 executions, a pair per repeat; None where
+    it has none) and its peak memory (bytes, or None): from run.sh's clock readings and kilobytes
+    as it read them (it computes nothing: mksh, Android's sh, computes in 32 bits), an earlier
+    run.sh's wall clocks and bytes, or remote_runner.py's bytes."""
+    walls, kib = run.get("walls_ns"), run.get("rss_kib")
+    if run.get("clocks_ns"):
+        _impossible("clocks_ns", [reading for readings in run["clocks_ns"] for reading in readings], "ns")
+        walls = [(end - start, end_many - start_many) for start, end, start_many, end_many in run["clocks_ns"]]
+    _impossible("rss_kib", kib or [], "KiB")
+    return walls, max(kib) * 1024 if kib else run.get("peak_rss_bytes")
+
+
+def _measured(run: dict, summary: dict, pte: Path) -> dict:
+    """A run's measured record fields (the program ``pte`` placed in the import, its ETDumps beside
+    it); RuntimeError where the run was too fast to time from outside or a figure is impossible,
+    ValueError where an ETDump holds fewer inferences than the settings timed."""
+    iterations, latencies = summary["settings"]["iterations"], run.get("latencies_ms")
+    walls, peak = _walls_and_peak(run)
+    _impossible("latencies_ms", latencies or [], "ms")
+    _impossible("peak_rss_bytes", [] if peak is None else [peak], "bytes")
+    if walls:
+        _impossible("wall clock", [wall for pair in walls for wall in pair], "ns")
+        latencies = wall_clock_latencies([(one / NS_PER_S, many / NS_PER_S) for one, many in walls], iterations)
+    note = f"run on {summary['machine']} ({summary['device']}) by {summary.get('made_by', 'remote_runner.py')}"
+    if peak is None:
+        why = summary.get("unknown", {}).get("peak_rss_bytes", "its time -v reported none")
+        note += f"; peak memory not measured: {why}"
+    # ETDumps came back where the runner has the event tracer, one per process: their events are
+    # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
+    etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
+    fields = {**latency_fields(etdumps, iterations, latencies), "iterations": iterations, "peak_rss_bytes": peak,
+              "max_abs_error": None, "error_tolerance": None, "run_note": f"{note}; outputs not compared"}
+    if run["etdump"]:
+        fields.update(attributed_gpu_fields(ResultsDir.beside(pte, "etdump"), read_node_map(pte)))
+        fields["prediction_error"] = prediction_error(fields)
+    for name in RUN_FIELDS:
+        if name in METRICS and METRICS[name].unit == "ms" and fields.get(name) is not None:
+            _impossible(name, [fields[name]], "ms")
+    return fields
 
 
 def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
-    pte = ResultsDir(out).program(record["model"], record["strategy"])
     # That machine's device limits, or None where neither it nor --limits stated them (never this machine's).
     environment = {**record["environment"], "vulkan_device": summary["device"],
                    "vulkan_limits": summary.get("limits"), "machine": summary["machine"],
@@ -45,27 +102,10 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
     if "error" in run:
         fields.update(status="failed", reason=run["error"])
         return fields
-    iterations = summary["settings"]["iterations"]
-    latencies = run["latencies_ms"]
-    if run.get("walls_ns"):  # run.sh's wall clocks of 1 and iterations + 1 executions, raw
-        try:
-            latencies = wall_clock_latencies([(one / NS_PER_S, many / NS_PER_S) for one, many in run["walls_ns"]],
-                                             iterations)
-        except RuntimeError as error:
-            fields.update(status="failed", reason=str(error))
-            return fields
-    note = f"run on {summary['machine']} ({summary['device']}) by {summary.get('made_by', 'remote_runner.py')}"
-    if run["peak_rss_bytes"] is None:
-        note += f"; peak memory not measured: {summary.get('unknown', {}).get('peak_rss_bytes')}"
-    # ETDumps came back where the runner has the event tracer, one per process: their events are
-    # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
-    etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
-    fields.update(latency_fields(etdumps, iterations, latencies), iterations=iterations,
-                  peak_rss_bytes=run["peak_rss_bytes"], max_abs_error=None, error_tolerance=None,
-                  run_note=f"{note}; outputs not compared")
-    if run["etdump"]:
-        fields.update(attributed_gpu_fields(ResultsDir.beside(pte, "etdump"), read_node_map(pte)))
-        fields["prediction_error"] = prediction_error(fields)
+    try:
+        fields.update(_measured(run, summary, ResultsDir(out).program(record["model"], record["strategy"])))
+    except (RuntimeError, ValueError) as error:  # ValueError: an ETDump of fewer inferences than were timed
+        fields.update(status="failed", reason=str(error))
     return fields
 
 
@@ -74,58 +114,68 @@ def _name(record: dict) -> str:
     return str(ResultsDir(".").program(record["model"], record["strategy"]))
 
 
-def _summary(read, archive: Path, stated: dict) -> dict:
-    """``remote.json`` (``read()`` opens it), its device and its limits those ``stated``, else its
-    own, or a one-line error saying what ``archive`` is not or lacks."""
-    try:
-        with read() as member:
-            summary = json.load(member)
-    except (KeyError, ValueError, TypeError, AttributeError, OSError, tarfile.TarError):
-        raise UsageError(f"{archive} holds no {REMOTE_SUMMARY} that remote_runner.py or run.sh wrote: pass "
-                         f"{MADE_BY}, whole") from None
-    summary["device"] = stated["device"] or summary.get("device")
-    summary["limits"] = stated["limits"].to_json() if stated["limits"] else summary.get("limits")
+def _with_device(summary: dict, archive: Path, device: str | None, limits) -> dict:
+    """``summary`` with its device and its limits those stated, else its own; a one-line error
+    where neither names the device."""
+    summary = {**summary, "device": device or summary.get("device"),
+               "limits": limits.to_json() if limits else summary.get("limits")}
     if not summary["device"]:
         why = summary.get("unknown", {}).get("device", f"its {REMOTE_SUMMARY} names none")
         raise UsageError(f"{archive} does not say which Vulkan device ran its programs ({why}): pass --device NAME")
     return summary
 
 
-@contextlib.contextmanager
-def _returned(archive: Path, stated: dict):
-    """(``remote.json``, a function that puts the ETDumps into a results directory) of what came
-    back: remote_runner.py's tar or the directory run.sh filled."""
-    suffix = ResultsDir.PROGRAM_SUFFIXES["etdump"]
-    if archive.is_dir():
-        def copy_etdumps(out: Path) -> None:
-            for etdump in (archive / "programs").glob(f"*/*{suffix}"):
-                (out / etdump.parent.relative_to(archive)).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(etdump, out / etdump.relative_to(archive))
-
-        yield _summary(lambda: open(archive / REMOTE_SUMMARY, "rb"), archive, stated), copy_etdumps
-        return
-    try:
-        tar = tarfile.open(archive)
-    except FileNotFoundError:
-        raise UsageError(f"archive {archive} does not exist: pass {MADE_BY}") from None
-    except tarfile.TarError:
-        raise UsageError(f"{archive} is not a tar archive: pass {MADE_BY}") from None
-    except OSError as error:
-        raise UsageError(f"cannot read archive {archive}: {error.strerror}") from None
-    with tar:
-        summary = _summary(lambda: tar.extractfile(REMOTE_SUMMARY), archive, stated)
-        yield summary, lambda out: tar.extractall(
-            out, members=[m for m in tar.getmembers() if m.name.endswith(suffix)], filter="data")
+def _etdumps(summary: dict, names: list[str]) -> list[str]:
+    """The ETDumps the runs of the programs ``names`` promise, where each is kept in the archive."""
+    runs = [(name, summary["programs"][name]) for name in names]
+    return [str(place) for name, run in runs if "error" not in run and run["etdump"]
+            for place in etdump_paths(Path(name), run.get("processes", 1))]
 
 
 def _place(source: Path, target: Path, copy: bool) -> None:
     """``source`` at ``target``: a copy, or a link to it (the programs stay in the results
     directory they were made in; an import needs only their node maps and the ETDumps)."""
-    target.unlink(missing_ok=True)
     if copy:
         shutil.copyfile(source, target)
     else:
         target.symlink_to(source.resolve())
+
+
+@contextlib.contextmanager
+def _staged(out: Path):
+    """A new directory beside ``out`` that an import writes into: once it succeeded, renamed to
+    ``out`` (or, where ``out`` exists, its files moved in and its records added); removed
+    whatever happened, so a failed import leaves nothing."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: name a directory")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
+    except OSError as error:
+        raise UsageError(f"cannot write {out}: {error.strerror}") from None
+    try:
+        yield staging
+        if out.exists():
+            _merge(staging, out)
+        else:
+            staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _merge(staging: Path, out: Path) -> None:
+    """An import written in ``staging`` into the results directory ``out``: each program it holds
+    replaces the one there (with its node map and ETDumps), and its records are added."""
+    for program in staging.glob("programs/*/*.pte"):
+        remove_program(out / program.relative_to(staging))
+    for path in sorted(staging.rglob("*")):
+        if path.is_dir() and not path.is_symlink() or path == ResultsDir(staging).records:
+            continue
+        (out / path.relative_to(staging)).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, out / path.relative_to(staging))
+    store = RecordStore(out)
+    for record in RecordStore(staging).read():
+        store.append(record)
 
 
 def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool = False,
@@ -133,30 +183,33 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
     """The records of ``archive`` (remote_runner.py's tar of ``results``' programs, or the directory
     run.sh filled) in ``out``; its programs and node maps linked there from ``results`` (copied with
     ``copy_programs``). ``device`` and ``limits`` (:class:`costmodel.device_limits.DeviceLimits`):
-    the Vulkan device that ran them and what it allows, in place of what ``archive`` says."""
+    the Vulkan device that ran them and what it allows, in place of what ``archive`` says.
+    Nothing is written where it fails."""
     results, out, archive = Path(results), Path(out), Path(archive)
     if out.resolve() == results.resolve():
         raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
-    with _returned(archive, {"device": device, "limits": limits}) as (summary, put_etdumps):
+    with returned(archive, out) as came_back:
+        summary = _with_device(came_back.summary, archive, device, limits)
         local = [r for r in latest(RecordStore(results).read())
                  if r["target"] == "vulkan-run" and r["status"] == "ok" and _name(r) in summary["programs"]]
-        for record in local:
-            source = ResultsDir(results).program(record["model"], record["strategy"])
-            target = ResultsDir(out).program(record["model"], record["strategy"])
-            node_map = ResultsDir.beside(source, "node_map")
-            for needed in (source, node_map):
-                if not needed.is_file():
-                    raise UsageError(f"{needed} is missing: import into the results directory the archive's "
-                                     "programs were packed from, as it was then")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _place(source, target, copy_programs)
-            _place(node_map, ResultsDir.beside(target, "node_map"), copy_programs)
-        put_etdumps(out)
-    store = RecordStore(out)
-    imported = []
-    for record in local:
-        imported.append(_remote_record(record, summary["programs"][_name(record)], summary, out))
-        store.append(imported[-1])
-    if not imported:
-        raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")
+        if not local:
+            raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")
+        with _staged(out) as staging:
+            for record in local:
+                source = ResultsDir(results).program(record["model"], record["strategy"])
+                target = ResultsDir(staging).program(record["model"], record["strategy"])
+                node_map = ResultsDir.beside(source, "node_map")
+                for needed in (source, node_map):
+                    if not needed.is_file():
+                        raise UsageError(f"{needed} is missing: import into the results directory the archive's "
+                                         "programs were packed from, as it was then")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _place(source, target, copy_programs)
+                _place(node_map, ResultsDir.beside(target, "node_map"), copy_programs)
+            came_back.put(_etdumps(summary, [_name(r) for r in local]), staging)
+            store = RecordStore(staging)
+            imported = [_remote_record(record, summary["programs"][_name(record)], summary, staging)
+                        for record in local]
+            for record in imported:
+                store.append(record)
     return imported

@@ -14,6 +14,10 @@
 # and what it allows, where no vulkaninfo can say (vulkaninfo's own, or the device's page on
 # gpuinfo.org, has them). What sh cannot measure (peak memory without a `time -v`, the
 # device, its limits) is null in remote.json, with the reason under "unknown".
+#
+# Its arithmetic is on small numbers only: mksh (Android's /system/bin/sh) computes in 32 bits,
+# so the clock's nanoseconds and the kilobytes of peak memory go into remote.json as read, for
+# import-remote to compute with, and pack wrote every position in a program beforehand.
 
 usage="usage: sh run.sh [RUNNER] [--out DIR] [--warmup N] [--iterations N] [--processes N] [--repeats N] [--device NAME] [--limits NAME=N,...]"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +40,7 @@ done
 value=''
 for setting in warmup:0 iterations:1 processes:1 repeats:1; do
     eval "value=\$${setting%:*}"
-    case $value in ''|*[!0-9]*) fail "--${setting%:*} takes a whole number, not '$value'" ;; esac
+    case $value in ''|*[!0-9]*|??????????*) fail "--${setting%:*} takes a whole number of at most 9 digits, not '$value'" ;; esac
     [ "$value" -ge "${setting#*:}" ] || fail "--${setting%:*} takes a whole number >= ${setting#*:}, not $value"
 done
 runner=$(absolute "$runner") out=$(absolute "$out")
@@ -155,37 +159,31 @@ if command -v sha256sum >/dev/null 2>&1; then digest=$(sha256sum "$runner" | cut
 else digest=cksum-$(cksum < "$runner" | tr ' ' '-')
 fi
 
-# The bytes $2 .. $2 + $3 of the file $1.
-piece() { [ "$3" -gt 0 ] && tail -c +$(($2 + 1)) "$1" | head -c "$3"; }
-
 # $1 bytes of weights of the type $2: its block from the bundle repeated, as weightless.refill
-# fills a region; 16 blocks at a time, where there are that many.
-fill() {  # (sh has no local variables: these names are fill's alone)
-    fill_block=$here/fill/$2.bin fill_run=$work/$2.run fill_left=$1
-    fill_size=$(wc -c < "$fill_block")
+# fills a region, 16 blocks at a time (the loop ends at the first cat whose write head no
+# longer reads).
+fill() {
+    fill_run=$work/$2.run
     if [ ! -f "$fill_run" ]; then
-        for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do cat "$fill_block"; done > "$fill_run"
+        for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do cat "$here/fill/$2.bin"; done > "$fill_run"
     fi
-    while [ "$fill_left" -ge $((fill_size * 16)) ]; do cat "$fill_run"; fill_left=$((fill_left - fill_size * 16)); done
-    while [ "$fill_left" -ge "$fill_size" ]; do cat "$fill_block"; fill_left=$((fill_left - fill_size)); done
-    if [ "$fill_left" -gt 0 ]; then head -c "$fill_left" "$fill_block"; fi
+    while cat "$fill_run"; do :; done | head -c "$1"
 }
 
-# The program $1 (programs/<model>/<strategy>.pte) with its weights, at $2.
+# The program $1 (programs/<model>/<strategy>.pte) with its weights, at $2: its .splices says
+# "START LENGTH SIZE TYPE" a line (LENGTH bytes of the cut from its byte START, then SIZE bytes
+# of weights of TYPE), the last line "START LENGTH" (the cut's rest), as numbers no sh adds.
 refill() {
-    cut=$here/${1%.pte}.cut kept=0 position=0
-    {
-        while read -r offset size type; do
-            piece "$cut" "$kept" $((offset - position))
-            fill "$size" "$type"
-            kept=$((kept + offset - position)) position=$((offset + size))
-        done < "$here/${1%.pte}.weights"
-        tail -c +$((kept + 1)) "$cut"
-    } > "$2"
+    cut=$here/${1%.pte}.cut
+    while read -r start length size type; do
+        [ "$length" = 0 ] || tail -c +"$start" "$cut" | head -c "$length"
+        [ -z "$type" ] || fill "$size" "$type"
+    done < "$here/${1%.pte}.splices" > "$2"
 }
 
-# One runner process of $1 executions in $workdir: sets $wall (ns, where there is a clock) and
-# raises $peak; on a non-zero exit, $failure says so, with the last line the runner wrote.
+# One runner process of $1 executions in $workdir: sets $readings, the clock's before and after
+# ("START, END" in ns, where there is a clock), and adds its peak resident kilobytes to $rss; on
+# a non-zero exit, $failure says so, with the last line the runner wrote.
 execute() {
     set -- "$runner" "--model_path=$runnable" "--inputs=$inputs" "--num_executions=$1" \
         "--output_file=$workdir/output" "--print_output=none"
@@ -196,11 +194,11 @@ execute() {
         (cd "$workdir" && exec "$@" </dev/null >/dev/null 2>stderr.txt)
     fi
     code=$?
-    wall=$(if [ "$clock" ]; then echo $(($(date +%s%N) - start)); fi)
+    readings="$start, $(if [ "$clock" ]; then date +%s%N; fi)"
     if [ "$timer" ]; then
         kib=$(sed -n -e 's/.*Maximum resident set size[^:]*: *\([0-9]*\).*/\1/p' \
             -e 's/.*Max RSS[^:]*: *\([0-9]*\).*/\1/p' "$workdir/rusage.txt")
-        [ "${kib:-0}" -gt $((peak / 1024)) ] && peak=$((kib * 1024))
+        [ -z "$kib" ] || rss="${rss:+$rss, }$kib"
     fi
     [ "$code" -eq 0 ] && return 0
     # A signal as Python reports it (-11), as remote_runner.py's message has it.
@@ -211,11 +209,11 @@ execute() {
 }
 
 # remote_runner.run_timed: $processes processes, each one's ETDump kept; a runner that writes
-# none is timed from outside instead, the first process having been its warm-up: the wall
-# clock of 1 and of iterations + 1 executions, $repeats times (import-remote takes the
-# difference). Sets $entry, the program's remote.json entry.
+# none is timed from outside instead, the first process having been its warm-up: the clock's
+# readings around 1 and around iterations + 1 executions, $repeats times (import-remote takes the
+# differences). Sets $entry, the program's remote.json entry.
 run_program() {
-    etdumps=0 peak=0
+    etdumps=0 rss=''
     while [ "$etdumps" -lt "$processes" ]; do
         rm -f "$workdir/model.etdump"
         execute $((warmup + iterations)) || return 1
@@ -223,24 +221,26 @@ run_program() {
         etdumps=$((etdumps + 1))
         mv "$workdir/model.etdump" "$workdir/process-$etdumps.etdump"
     done
-    peak_json=$(if [ "$timer" ]; then echo "$peak"; else echo null; fi)
     if [ "$etdumps" -gt 0 ]; then
-        entry="{\"latencies_ms\": null, \"peak_rss_bytes\": $peak_json, \"etdump\": true, \"processes\": $etdumps}"
+        entry="{\"latencies_ms\": null, \"rss_kib\": $(rss_json), \"etdump\": true, \"processes\": $etdumps}"
         return 0
     fi
     if [ -z "$clock" ]; then
         failure="the runner wrote no ETDump (built without the event tracer) and this date has no %N to time it from outside: build it with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON"
         return 1
     fi
-    walls='' repeat=0
+    clocks='' repeat=0
     while [ "$repeat" -lt "$repeats" ]; do
         execute 1 || return 1
-        one=$wall
+        one=$readings
         execute $((iterations + 1)) || return 1
-        walls="${walls:+$walls, }[$one, $wall]" repeat=$((repeat + 1))
+        clocks="${clocks:+$clocks, }[$one, $readings]" repeat=$((repeat + 1))
     done
-    entry="{\"latencies_ms\": null, \"walls_ns\": [$walls], \"peak_rss_bytes\": $peak_json, \"etdump\": false, \"processes\": 1}"
+    entry="{\"latencies_ms\": null, \"clocks_ns\": [$clocks], \"rss_kib\": $(rss_json), \"etdump\": false, \"processes\": 1}"
 }
+
+# Every runner process's peak resident kilobytes, as time -v read them, or null without one.
+rss_json() { if [ "$timer" ]; then printf '[%s]' "$rss"; else printf null; fi; }
 
 total=$(grep -c . "$here/programs.list")
 index=0 entries=''
