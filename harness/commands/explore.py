@@ -8,7 +8,7 @@ import sys
 
 from costmodel.table import COSTS_ENV
 from harness.commands import PROGRAM
-from harness.commands.option_types import add_model_and_strategies
+from harness.commands.option_types import add_model_and_strategies, port
 
 DEFAULT_PORT = 8080  # Model Explorer's: from it, the first free port up to 8099
 
@@ -22,7 +22,7 @@ def add_parser(commands) -> None:
                          help="a device's GPU cost table: predicted time per node (default: $LAYOUTBENCH_COSTS)")
     explore.add_argument("--out", default="results", help="results directory: measured time from its vulkan-run "
                          "records; the files go to OUT/explorer/MODEL/ (default: %(default)s)")
-    explore.add_argument("--port", type=int, default=DEFAULT_PORT, help="local port (default: %(default)s, or the "
+    explore.add_argument("--port", type=port, default=DEFAULT_PORT, help="local port (default: %(default)s, or the "
                          "next free one up to 8099)")
     explore.add_argument("--no-browser", action="store_true", help="print the address, open no browser tab")
     explore.add_argument("--write-only", action="store_true", help="write the files, start no server")
