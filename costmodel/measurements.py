@@ -7,6 +7,7 @@ representations it read and wrote and its GPU time, and a row per program. Kept 
 
 import gzip
 import json
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -65,7 +66,8 @@ def read_measurements(path: Path) -> Measurements:
             nodes = pd.DataFrame([json.loads(line) for line in lines], columns=header["columns"])
         programs = pd.DataFrame(header["programs"], columns=header["program_columns"])
         return Measurements(header["device"], nodes, programs, DeviceLimits.common([header.get("limits")]))
-    except (OSError, ValueError, KeyError, StopIteration) as error:
+    # EOFError: a file cut short (gzip's end-of-stream marker missing); zlib.error: damaged inside
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, StopIteration) as error:
         raise UsageError(f"{path} holds no measurements written by `layoutbench calibrate --nodes` ({error})") from None
 
 

@@ -1,85 +1,89 @@
 """The cache's size limit, and the entries running processes use, which it never evicts.
 
 The entries of :data:`harness.cache.ENTRY_KINDS` hold together at most
-``$LAYOUTBENCH_CACHE_MAX_SIZE`` (``20G``, ``500M``, ``2T``: GiB, MiB, TiB; a number of bytes;
-``0``: no limit), else :data:`DEFAULT_MAX_SIZE`. When an entry is added and they hold more,
-the least recently used go first (an entry's modification time, which a read renews: see
-:class:`harness.cache.DiskCache`) until they fit, but never one a running process has read
-or written: each process that uses the cache lists the entries it used in a file of
-``.in-use/`` there, which it holds locked while it lives. The kernel lets go of that lock
-however the process ends, so a killed one holds nothing back, and its list is removed by
-the next process that starts using the cache. So a command that needs more than the limit
-at once holds the cache over it until its processes end (a sweep's worker ends with its
-model, letting go of its prefix). An entry evicted between another process's choosing it
-and reading it is computed again there, as on a cold cache.
+``$LAYOUTBENCH_CACHE_MAX_SIZE`` (``20G``, ``500M``, ``2T``: GiB, MiB, TiB; a number of
+bytes; ``0``: no limit), else :data:`layoutkit.files.DEFAULT_MAX_SIZE`: the installed
+:class:`layoutkit.files.CacheSettings`' ``max_size``. When an entry is added and they hold
+more, the least recently used go first (an entry's modification time, which a read renews:
+see :class:`harness.cache.DiskCache`) until they fit, but never one a running process has
+read or written: each process that uses the cache lists the entries it used in a file of
+``.in-use/`` there, which it holds locked while it lives and removes as it ends
+(:func:`release`). The kernel lets go of that lock however the process ends, so a killed one
+holds nothing back, and its list is removed by the next process that starts using the cache.
+So a command that needs more than the limit at once holds the cache over it until its
+processes end (a sweep's worker ends with its model, letting go of its prefix). An entry
+evicted between another process's choosing it and reading it is computed again there, as on
+a cold cache.
 
 The other kinds (the tools, asv's results, the warm server's logs) are not counted: they
 are cleared by hand (``layoutbench cache --clear KIND``).
 """
 
+import atexit
 import contextlib
 import fcntl
 import os
-import re
 import tempfile
 from pathlib import Path
 
-from layoutkit.errors import UsageError
-from layoutkit.files import MAX_SIZE_ENV, cache_folder, cache_root, cache_settings
+from layoutkit.files import cache_folder, cache_root, cache_settings
 
-# Room for the full zoo's exports and prefixes under several versions of the lowering code
-# (each version keys new ones: 3.6 GB for 160 exports and 180 prefixes on a machine that
-# measured for a day), while a sweep of the timm catalog, whose prefixes alone take 40 GB,
-# keeps its most recently used half; a tenth of the 250 GB disks the uncapped cache filled.
-DEFAULT_MAX_SIZE = 20 << 30
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 IN_USE = ".in-use"
 CHECKS_PER_LIMIT = 100  # see evict
 
 
-def max_size() -> int | None:
-    """The limit in bytes (None: none), read from the installed cache's settings
-    (``$LAYOUTBENCH_CACHE_MAX_SIZE``: :class:`layoutkit.files.CacheSettings`)."""
-    text = cache_settings().max_size.strip()
-    if not text:
-        return DEFAULT_MAX_SIZE
-    size = re.fullmatch(r"(\d+(?:\.\d*)?)([KMGT]?)(?:i?B)?", text, re.IGNORECASE)
-    if size is None:
-        raise UsageError(f"{MAX_SIZE_ENV}={text} is not a size: set it to one such as 20G, 500M or 1T (GiB, MiB, "
-                         "TiB), or 0 for no limit")
-    return int(float(size[1]) * UNITS[size[2].upper()]) or None
-
-
 class _Uses:
     """What this process used of one cache: its list in ``.in-use/`` (held locked, shared, while
-    the process lives) and, read once, the limit it evicts to."""
+    the process lives), and what it added since it last summed the entries (see evict)."""
 
     def __init__(self):
-        self.limit = max_size()  # a bad value stops the command at its first use of the cache
-        self.pid, self.fd, self.names = os.getpid(), None, set()
+        self.pid, self.fd, self.names, self.path = os.getpid(), None, set(), None
+        self.checked, self.unchecked = False, 0
         try:
             self.fd, temporary = tempfile.mkstemp(dir=cache_folder(IN_USE), prefix=f"{self.pid}-", suffix=".tmp")
         except OSError:  # a cache shared read-only (or on a read-only disk): what no one can write, no one evicts
             return
         fcntl.flock(self.fd, fcntl.LOCK_SH)
-        os.replace(temporary, Path(temporary).with_suffix(".list"))  # found by evictions only once locked
-        in_use()  # which removes the lists of ended processes: a forked worker leaves its list behind
-        self.checked, self.unchecked = False, 0  # see evict
+        self.path = Path(temporary).with_suffix(".list")
+        os.replace(temporary, self.path)  # found by evictions only once locked
+        in_use()  # which removes the lists of ended processes: one killed leaves its list behind
+
+    def remove_list(self) -> None:
+        """Remove the list, then let go of its lock: no eviction finds it unlocked meanwhile."""
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
 
 
 _uses: dict[str, _Uses] = {}  # by cache root
 
 
 def _this_process() -> _Uses:
-    for root, uses in list(_uses.items()):
-        if uses.pid != os.getpid():  # inherited by a forked child: the list stays its parent's
-            if uses.fd is not None:
-                os.close(uses.fd)
-            del _uses[root]
+    _forget_inherited()
     root = str(cache_root())
     if root not in _uses:
         _uses[root] = _Uses()
     return _uses[root]
+
+
+def _forget_inherited() -> None:
+    """Drop the lists a forked child inherited: they stay their parents'."""
+    for root, uses in list(_uses.items()):
+        if uses.pid != os.getpid():
+            if uses.fd is not None:
+                os.close(uses.fd)
+            del _uses[root]
+
+
+@atexit.register
+def release() -> None:
+    """This process uses no entry any longer: its lists are removed. At its exit, and where a
+    process ends without running ``atexit`` (a sweep's worker, ended by multiprocessing's
+    ``os._exit``), as its work ends."""
+    _forget_inherited()
+    while _uses:
+        _uses.popitem()[1].remove_list()
 
 
 def mark_used(kind: str, key: str) -> None:
@@ -115,11 +119,11 @@ def evict(kinds, added: int) -> None:
     an entry (30 ms for 3,000 records), so a process does it when it first adds an entry, then
     each time it has added another :data:`CHECKS_PER_LIMIT`-th of the limit (``added``: bytes just
     added): the cache exceeds its limit by at most that much per process at work."""
-    uses = _this_process()
-    if uses.limit is None:
+    uses, limit = _this_process(), cache_settings().max_size
+    if limit is None:
         return
     uses.unchecked += added
-    if uses.checked and uses.unchecked < uses.limit // CHECKS_PER_LIMIT:
+    if uses.checked and uses.unchecked < limit // CHECKS_PER_LIMIT:
         return
     uses.checked, uses.unchecked = True, 0
     entries = []
@@ -135,11 +139,11 @@ def evict(kinds, added: int) -> None:
                     continue
                 entries.append((status.st_mtime, status.st_size, f"{kind}/{entry.name}", entry.path))
     total = sum(size for _, size, _, _ in entries)
-    if total <= uses.limit:
+    if total <= limit:
         return
     used = in_use()
     for _, size, name, path in sorted(entries):
-        if total <= uses.limit:
+        if total <= limit:
             break
         if name not in used:
             Path(path).unlink(missing_ok=True)

@@ -231,13 +231,13 @@ NO_SERVER_ENV = "LAYOUTBENCH_NO_SERVER"
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.environment = dict(os.environ)  # as the user set it: the one a warm server serves (see serve)
-    install(CacheSettings.from_environment(args.environment))
     # A kill raises KeyboardInterrupt, as Ctrl-C does: it ends the workers and keeps finished records.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     quiet.apply(args.verbose, os.environ)
     from harness.errors import LayoutbenchError, MeasurementError
 
     try:
+        install(CacheSettings.from_environment(args.environment))  # a bad setting stops any command before it starts
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
         return code
@@ -272,9 +272,12 @@ def _through_warm_server(argv: list[str]) -> int | None:
     if command is None or argv[command] == "serve" or verbose or os.environ.get(NO_SERVER_ENV) == "1":
         return None
     from harness.warm import client
+    from layoutkit.errors import UsageError
 
     try:
         return client.forward("harness.cli:warm_main", argv)  # by name: under python -m this is __main__
+    except UsageError:  # a cache setting that is wrong ($LAYOUTBENCH_CACHE_MAX_SIZE): main says so in one line
+        return None
     except client.Declined as declined:
         print(f"{PROGRAM}: running without the warm server: {declined}", file=sys.stderr)
         return None

@@ -11,8 +11,8 @@ would cost a keyed digest of every entry read (hundreds of megabytes in a warm r
 would still leave the tools' folders, which hold programs, not entries, unguarded.
 
 Which cache, and how far it is trusted and may grow, is the user's choice, made in the
-environment (:class:`CacheSettings`) and read where a process starts: the command line, the
-asv suites, a worker (which gets its sweep's), each hands it to :func:`install`. It is one
+environment (:class:`CacheSettings`) and read, and checked, where a process starts: the
+command line, the asv suites, a worker (which gets its sweep's), each hands it to :func:`install`. It is one
 setting for the whole process, not a parameter, because every layer opens the cache through
 module-level objects (the export and prefix caches, the record cache, the runtime's folder).
 Where none was installed, each setting is what an environment without it means.
@@ -21,6 +21,7 @@ Where none was installed, each setting is what an environment without it means.
 import contextlib
 import fcntl
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,26 +32,55 @@ from layoutkit.errors import UsageError
 ROOT_ENV = "LAYOUTBENCH_CACHE_DIR"
 TRUST_SHARED_ENV = "LAYOUTBENCH_TRUST_SHARED_CACHE"
 MAX_SIZE_ENV = "LAYOUTBENCH_CACHE_MAX_SIZE"
+# Room for the full zoo's exports and prefixes under several versions of the lowering code
+# (each version keys new ones: 3.6 GB for 160 exports and 180 prefixes on a machine that
+# measured for a day), while a sweep of the timm catalog, whose prefixes alone take 40 GB,
+# keeps its most recently used half; a tenth of the 250 GB disks the uncapped cache filled.
+DEFAULT_MAX_SIZE = 20 << 30
+LARGEST_MAX_SIZE = 1 << 50  # a PiB: beyond any disk a cache is on (0 says "no limit")
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+SIZES = "one such as 20G, 500M or 1T (GiB, MiB, TiB), or 0 for no limit"
+
+
+def parse_max_size(text: str | None) -> int | None:
+    """The cache's size limit in bytes that ``$LAYOUTBENCH_CACHE_MAX_SIZE`` states (``20G``,
+    ``500M``, ``2T``, a number of bytes; ``0``: None, no limit; unset: :data:`DEFAULT_MAX_SIZE`);
+    a :class:`UsageError` for an empty value, one that is no size, or one beyond any disk."""
+    if text is None:
+        return DEFAULT_MAX_SIZE
+    if not text.strip():
+        raise UsageError(f"{MAX_SIZE_ENV} is set but empty: set it to {SIZES}; or unset it for the default, 20G")
+    size = re.fullmatch(r"(\d+(?:\.\d*)?)([KMGT]?)(?:i?B)?", text.strip(), re.IGNORECASE)
+    if size is None:
+        raise UsageError(f"{MAX_SIZE_ENV}={text} is not a size: set it to {SIZES}")
+    limit = float(size[1]) * SIZE_UNITS[size[2].upper()]
+    if limit > LARGEST_MAX_SIZE:
+        raise UsageError(f"{MAX_SIZE_ENV}={text} is more than a PiB, beyond any disk: set it to {SIZES}")
+    if 0 < limit < 1:  # which would be 0 bytes, no limit
+        raise UsageError(f"{MAX_SIZE_ENV}={text} is less than a byte: set it to {SIZES}")
+    return int(limit) or None
 
 
 @dataclass(frozen=True)
 class CacheSettings:
     """The cache a process uses: its folder (None: ``~/.cache/layoutbench`` of whoever runs
     it, so a worker on another machine uses its own), whether a cache other users can write
-    is trusted, and its size limit as the user wrote it (:func:`harness.cache_limit.max_size`
-    reads it at the cache's first use, so a wrong one stops only a command that uses it)."""
+    is trusted, and the size its entries may take, in bytes (None: any; see
+    :mod:`harness.cache_limit`)."""
 
     root: Path | None = None
     trust_shared: bool = False
-    max_size: str = ""
+    max_size: int | None = DEFAULT_MAX_SIZE
 
     @classmethod
     def from_environment(cls, environment: Mapping[str, str]) -> "CacheSettings":
         """The settings ``environment`` (a process's, handed in where it starts) names:
-        ``$LAYOUTBENCH_CACHE_DIR``, ``$LAYOUTBENCH_TRUST_SHARED_CACHE=1``, ``$LAYOUTBENCH_CACHE_MAX_SIZE``."""
+        ``$LAYOUTBENCH_CACHE_DIR``, ``$LAYOUTBENCH_TRUST_SHARED_CACHE=1``, ``$LAYOUTBENCH_CACHE_MAX_SIZE``
+        (:func:`parse_max_size`: a :class:`UsageError` where it is no size, so a command stops
+        before it does anything)."""
         root = environment.get(ROOT_ENV)
         return cls(Path(root) if root else None, environment.get(TRUST_SHARED_ENV) == "1",
-                   environment.get(MAX_SIZE_ENV, ""))
+                   parse_max_size(environment.get(MAX_SIZE_ENV)))
 
 
 _installed = CacheSettings()

@@ -76,6 +76,15 @@ def test_an_empty_out_names_no_directory_and_nothing_is_written(tmp_path, monkey
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "0"])
+def test_a_port_out_of_range_is_refused_by_the_parser_before_any_work(capsys, port):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["explore", "synthetic_small", "--strategy", "bfs-downstream", "--port", port])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"layoutbench explore: error: argument --port: expected a whole number from 1 to 65535, not {port!r}")
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """``layoutbench list models --zoo full | head -c0``: as a command SIGPIPE ends, no traceback."""
     read_end, write_end = os.pipe()

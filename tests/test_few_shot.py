@@ -144,3 +144,47 @@ def test_for_a_device_elsewhere_the_chosen_programs_are_checked_here_once_and_pa
     assert not ResultsDir(out).cost_table.exists()
     assert cli.main(["calibrate", "--fit", str(runs), "--pack", str(packed)]) == 2
     assert "--pack packs the programs --prior chooses" in capsys.readouterr().err
+
+
+def _prior_beside_its_nodes(tmp_path):
+    """``_prior()`` written as a table with four models' kept nodes beside it (``--prior``'s input)."""
+    from costmodel.measurements import write_measurements
+
+    prior = tmp_path / "old.json"
+    prior.write_bytes(_prior().to_bytes())
+    nodes = write_measurements(_device({RELU: 1.0, GELU: 1.0}), tmp_path / "old-nodes.jsonl.gz")
+    return prior, nodes
+
+
+def _flipped(data: bytes, at: int) -> bytes:
+    """``data`` with 16 bytes from ``at`` inverted in part: no longer deflate's."""
+    return data[:at] + bytes(byte ^ 0x5A for byte in data[at:at + 16]) + data[at + 16:]
+
+
+@pytest.mark.parametrize("damage, error", [
+    (lambda data: data[:len(data) // 2], "Compressed file ended before the end-of-stream marker was reached"),
+    (lambda data: _flipped(data, len(data) // 3), "Error -3 while decompressing data"),
+], ids=["cut short", "damaged inside"])
+def test_a_prior_whose_nodes_are_cut_short_or_damaged_is_refused_in_one_line(tmp_path, capsys, damage, error):
+    from harness import cli
+
+    prior, nodes = _prior_beside_its_nodes(tmp_path)
+    nodes.write_bytes(damage(nodes.read_bytes()))
+    assert cli.main(["calibrate", "--prior", str(prior), "--out", str(tmp_path / "new"), "--workers", "0"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"layoutbench: error: {nodes} holds no measurements written by `layoutbench calibrate "
+                           f"--nodes` ({error}")
+
+
+def test_a_budget_beyond_the_priors_programs_says_that_it_runs_them_all(tmp_path, capsys, monkeypatch):
+    from harness import cli
+    from harness.commands import fitting
+
+    prior, _ = _prior_beside_its_nodes(tmp_path)
+    swept = []
+    monkeypatch.setattr(fitting, "sweep", lambda args, models, names, targets: swept.extend(models) or [])
+    assert cli.main(["calibrate", "--prior", str(prior), "--budget", "10", "--out", str(tmp_path / "new"),
+                     "--workers", "0"]) == 2  # nothing ran here: nothing to fit
+    assert sorted(swept) == ["m0", "m1", "m2", "m3"]
+    assert ("layoutbench: --budget 10 is more than the 4 programs the prior's nodes hold: running all 4"
+            in capsys.readouterr().err.splitlines())

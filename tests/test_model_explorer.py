@@ -1,13 +1,16 @@
 """``explore``: Model Explorer overlays of mobilevit_xs.unfused under bfs-downstream and
 ilp-time (an H100's cost table), served by the command as a user runs it, read through the
 server's API and opened in headless Chromium; the overlays' node ids against the graph the
-ETRecord adapter draws."""
+ETRecord adapter draws; what the server refuses."""
 
 import contextlib
 import json
 import os
 import re
 import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from costmodel.table import load
 from harness import cli
 from harness.inspection.explain import compare_strategies
 from harness.inspection.explorer_ids import drawn_as
+from harness.inspection.explorer_server import NO_TOKEN_PAGE
 from harness.pipeline.model import pipeline
 from harness.results.store import make_record
 from harness.targets.vulkan.etrecord import model_edge_graph
@@ -54,6 +58,35 @@ def _overlays(served) -> dict[str, dict]:
         answer = served.api("/api/v1/read_text_file", path=str(path))
         found[path.stem] = json.loads(answer["content"])["forward"]
     return found
+
+
+def _asked(served, route: str, headers: dict | None = None, **query) -> tuple[int, dict]:
+    """The status and the JSON of a GET of the server's ``route``, sent with ``headers``."""
+    request = urllib.request.Request(f"{served.root}{route}?{urllib.parse.urlencode(query)}", headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.load(refused)
+
+
+def test_the_server_answers_only_its_address_with_the_runs_token_about_the_files_explore_wrote(served, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's own")
+    secret.chmod(0o600)
+    read, overlay = "/api/v1/read_text_file", str(served.overlays[0])
+    assert _asked(served, read, path=str(secret), token=served.token) == (
+        403, {"error": "it reads only the overlays explore wrote"})
+    assert _asked(served, read, path=overlay)[0] == 403  # no token
+    rebound = {"Host": f"evil.example:{urllib.parse.urlsplit(served.root).port}"}
+    assert _asked(served, read, rebound, path=overlay, token=served.token)[0] == 403
+    with urllib.request.urlopen(served.root, timeout=60) as page:  # the page without the token: where to go
+        assert page.read().decode() == NO_TOKEN_PAGE
+    with urllib.request.urlopen(served.address, timeout=60) as page:  # the page's first load: the token kept
+        cookie = page.headers["Set-Cookie"].split(";")[0]
+        assert "<app-root>" in page.read().decode()
+    status, answer = _asked(served, read, {"Cookie": cookie}, path=overlay)  # as the page's scripts ask
+    assert status == 200 and answer["content"] == Path(overlay).read_text()
 
 
 def _transition_sources(lowered, edge) -> set[str]:

@@ -3,14 +3,12 @@ choices and times (and where a second differs), written into the results directo
 shown in Model Explorer with ExecuTorch's extension on a local port."""
 
 import os
-import socket
 import sys
 
 from costmodel.table import COSTS_ENV
 from harness.commands import PROGRAM
-from harness.commands.option_types import add_model_and_strategies
-
-DEFAULT_PORT = 8080  # Model Explorer's: from it, the first free port up to 8099
+from harness.commands.option_types import add_model_and_strategies, port
+from harness.inspection.explorer_server import DEFAULT_PORT, LAST_PORT
 
 
 def add_parser(commands) -> None:
@@ -22,28 +20,20 @@ def add_parser(commands) -> None:
                          help="a device's GPU cost table: predicted time per node (default: $LAYOUTBENCH_COSTS)")
     explore.add_argument("--out", default="results", help="results directory: measured time from its vulkan-run "
                          "records; the files go to OUT/explorer/MODEL/ (default: %(default)s)")
-    explore.add_argument("--port", type=int, default=DEFAULT_PORT, help="local port (default: %(default)s, or the "
-                         "next free one up to 8099)")
+    explore.add_argument("--port", type=port, default=DEFAULT_PORT, help="local port (default: %(default)s, or the "
+                         f"next free one up to {LAST_PORT})")
     explore.add_argument("--no-browser", action="store_true", help="print the address, open no browser tab")
     explore.add_argument("--write-only", action="store_true", help="write the files, start no server")
-
-
-def _port_taken(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def explore(args) -> int:
     import models
     import strategies
-    from harness.errors import UsageError
+    from harness.inspection.explorer_server import free_port, require, serve
 
     if not args.write_only:  # said before the minutes of lowering, not after
-        from harness.inspection.explorer_server import require
-
         require()
-        if args.port != DEFAULT_PORT and _port_taken(args.port):  # Model Explorer would exit with a line in red
-            raise UsageError(f"port {args.port} is in use; name another with --port")
+        served_port = free_port(args.port)
     model = models.resolve_models(args.model)[0]
     names = [args.strategy] + ([args.vs] if args.vs else [])
     strategies.resolve_strategies(",".join(names))
@@ -64,7 +54,5 @@ def explore(args) -> int:
     print("\n".join(str(path) for path in [explored.etrecord, *explored.overlays]))
     if args.write_only:
         return 0
-    from harness.inspection.explorer_server import serve
-
-    serve(explored.etrecord, explored.overlays, "127.0.0.1", args.port, open_browser=not args.no_browser)
+    serve(explored.etrecord, explored.overlays, served_port, open_browser=not args.no_browser)
     return 0

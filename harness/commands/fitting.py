@@ -114,6 +114,9 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
     if args.pack:
         args.warmup = args.iterations = args.processes = 1
     chosen = few_shot.choose_programs(candidates, prior, args.budget)
+    if len(chosen) < args.budget:
+        print(f"{PROGRAM}: --budget {args.budget} is more than the {len(chosen)} programs the prior's nodes hold: "
+              f"running all {len(chosen)}", file=sys.stderr)
     print(chosen.to_string(index=False, float_format=format_number), file=sys.stderr)
     by_strategies: dict = {}
     for model, group in chosen.groupby("model", sort=False):

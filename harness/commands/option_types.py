@@ -4,12 +4,13 @@ number, or say in one line what was expected; and the arguments several commands
 import argparse
 
 
-def whole_number(minimum: int):
-    """An argparse type: a whole number of at least ``minimum``."""
+def whole_number(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number of at least ``minimum`` (and at most ``maximum``)."""
+    expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
 
     def parse(text: str) -> int:
-        if not text.isdigit() or int(text) < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
+        if not text.isdigit() or int(text) < minimum or (maximum is not None and int(text) > maximum):
+            raise argparse.ArgumentTypeError(f"expected a whole number {expected}, not {text!r}")
         return int(text)
 
     return parse
@@ -17,6 +18,7 @@ def whole_number(minimum: int):
 
 positive = whole_number(1)
 count = whole_number(0)
+port = whole_number(1, 65535)  # a TCP port
 
 
 def gibibytes(text: str) -> int:

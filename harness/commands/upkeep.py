@@ -58,12 +58,11 @@ def cache(args) -> int:
     import pandas as pd
 
     from harness.cache import KINDS, clear, prune, usage
-    from harness.cache_limit import MAX_SIZE_ENV, max_size
     from harness.errors import UsageError
     from harness.results.table import format_value
-    from layoutkit.files import cache_root
+    from layoutkit.files import MAX_SIZE_ENV, cache_root, cache_settings
 
-    limit = max_size()  # a bad setting is said before anything is cleared
+    limit = cache_settings().max_size
     if args.unused_for is not None and args.clear is None:
         raise UsageError("--unused-for says which entries --clear removes: add --clear [KIND ...]")
     if args.clear is not None:
@@ -88,9 +87,14 @@ def cache(args) -> int:
     table = pd.DataFrame(rows).set_index("kind")
     table["bytes"] = table["bytes"].map(lambda size: format_value("pte_bytes", size))
     entries = sum(r["bytes"] for r in rows if r["kind"] in ENTRY_KINDS)
-    at_most = format_value("pte_bytes", limit) if limit else "any size"
-    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))}; entries "
-          f"{format_value('pte_bytes', entries)} of at most {at_most}, {MAX_SIZE_ENV})")
+    if limit is not None and entries > limit:  # the limit was lowered since the last entry was added
+        held = (f"entries {format_value('pte_bytes', entries)}, over their limit of {format_value('pte_bytes', limit)} "
+                f"({MAX_SIZE_ENV}): the least recently used that no running command uses go as soon as a command "
+                "adds an entry")
+    else:
+        at_most = format_value("pte_bytes", limit) if limit else "any size"
+        held = f"entries {format_value('pte_bytes', entries)} of at most {at_most}, {MAX_SIZE_ENV}"
+    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))}; {held})")
     print(table[["entries", "bytes", "holds"]].to_string())
     return 0
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import psutil
 
+from harness import cache_limit
 from harness.results.results_dir import ResultsDir, remove_if_empty
 from harness.sweep import fork_server
 from harness.sweep.events import BuildingModel, Measuring, Recorded, WorkerEvent
@@ -152,6 +153,7 @@ def _worker_main(job: Job, connection, crash_log: str, sweep_pid: int) -> None:
         with contextlib.suppress(EOFError, BrokenPipeError):  # the sweep is gone: no one is left to tell
             run_job(job, connection.send, wait_turn=connection.recv)
     Path(crash_log).unlink(missing_ok=True)  # the sweep may have removed it, empty, as it ended
+    cache_limit.release()  # multiprocessing ends a worker with os._exit, which runs no atexit
 
 
 class _Running:

@@ -30,8 +30,14 @@ class Explorer:
         parts = urllib.parse.urlsplit(self.address)
         return f"{parts.scheme}://{parts.netloc}"
 
+    @property
+    def token(self) -> str:
+        """The token of the run, which the address carries."""
+        return urllib.parse.parse_qs(urllib.parse.urlsplit(self.address).query)["token"][0]
+
     def api(self, route: str, **query) -> dict:
-        """A GET of Model Explorer's server API, as the page asks it."""
+        """A GET of Model Explorer's server API, as the page asks it (with the run's token)."""
+        query = {**query, "token": self.token}
         with urllib.request.urlopen(f"{self.root}{route}?{urllib.parse.urlencode(query)}", timeout=120) as answer:
             return json.load(answer)
 
@@ -65,7 +71,7 @@ def serve(etrecord: Path, overlays: list[Path], timeout: float = 300):
     """Model Explorer (:func:`harness.inspection.explorer_server.serve`) showing ``etrecord``
     with some of the overlays ``explore`` wrote; yields an :class:`Explorer`."""
     script = ("import sys; from pathlib import Path; from harness.inspection.explorer_server import serve; "
-              "serve(Path(sys.argv[1]), [Path(p) for p in sys.argv[3:]], '127.0.0.1', int(sys.argv[2]), False)")
+              "serve(Path(sys.argv[1]), [Path(p) for p in sys.argv[3:]], int(sys.argv[2]), False)")
     command = [sys.executable, "-c", script, str(etrecord), str(_free_port()), *map(str, overlays)]
     with _serving(command, timeout) as printed:
         yield Explorer(printed[-1], etrecord, list(overlays))
