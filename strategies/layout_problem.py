@@ -233,14 +233,16 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
     return problem
 
 
-def needed_transitions(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> set:
-    """The clones an assignment needs: one per (source tensor, representation read)."""
-    return {
+def needed_transitions(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> list:
+    """The clones an assignment needs: one per (source tensor, representation read), sorted.
+    Sorted, not in a set's order, which follows the hash seed: a time summed over them then
+    rounds alike in every process, so records of identical inputs are identical."""
+    return sorted({
         (source, r)
         for use, r in zip(problem.uses, use_reprs)
         for source in use.sources
         if tensor_reprs[source] != r
-    }
+    })
 
 
 def read_assignment(problem: LayoutProblem, graph_module: torch.fx.GraphModule) -> tuple[dict, list]:
