@@ -26,6 +26,7 @@ from strategies.representations import (
     DEFAULT_REPR,
     Repr,
     as_pair,
+    element_bytes,
     packed_dim_info,
     reprs_of,
     tensor_bytes,
@@ -196,7 +197,8 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
             domain = reprs_of(repsets.get_out_repset(k), val.dtype)
             if layout_pass.force_fp16:
                 domain = [r for r in domain if r[0] == VkStorageType.TEXTURE_3D] or domain
-            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape), val.element_size(), _dtype(val))
+            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape),
+                                          element_bytes(val.dtype, layout_pass.force_fp16), _dtype(val))
             outputs.append(key)
         problem.op_outputs[node.name] = outputs
 
@@ -211,7 +213,8 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
                 consumer_domains.setdefault(key, []).extend(domain)
                 if key not in problem.tensors and member.target != operator.getitem:
                     val = node_values(member)[0]
-                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape), val.element_size(), _dtype(val))
+                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape),
+                                                  element_bytes(val.dtype, layout_pass.force_fp16), _dtype(val))
             use_indices[i] = len(problem.uses)
             problem.uses.append(Use(node.name, i, sources, domain))
 
