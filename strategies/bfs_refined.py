@@ -95,14 +95,16 @@ class LocalSearch:
                 self.reads[source][representation] += 1
         self.reprs[member] = representation
 
-    def _affected_sources(self, members) -> set:
+    def _affected_sources(self, members) -> list:
+        """The tensors whose clones a change of ``members`` can change, each once, sorted (a
+        cost summed over them rounds alike whatever the hash seed)."""
         sources = set()
         for kind, ref in members:
             if kind == "tensor":
                 sources.add(ref)
             else:
                 sources.update(self.problem.uses[ref].sources)
-        return sources
+        return sorted(sources)
 
     def _scope(self, members):
         """What a change of ``members`` can change the cost of: here, the sources' clones."""

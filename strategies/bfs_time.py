@@ -83,9 +83,13 @@ class TimeSearch(LocalSearch):
         price = self._transition_price
         return sum(price(source, own, r) for r, n in self.reads[source].items() if n and r != own)
 
+    def _priced_ops(self, members) -> list:
+        """The operators ``members``' representations price, each once, sorted (a time summed
+        over them rounds alike whatever the hash seed)."""
+        return sorted({op for member in members for op in self.priced.get(member, ())})
+
     def _scope(self, members):
-        ops = {op for member in members for op in self.priced.get(member, ())}
-        return self._affected_sources(members), ops
+        return self._affected_sources(members), self._priced_ops(members)
 
     def _cost(self, scope) -> float:
         sources, ops = scope
@@ -108,7 +112,7 @@ class TimeSearch(LocalSearch):
         all removed, could pay)."""
         for unit in units:
             members = self.units[unit]
-            ops = {op for member in members for op in self.priced.get(member, ())}
+            ops = self._priced_ops(members)
             node_ms = sum(self._node_price(op, self.reprs) for op in ops)
             clones_ms = sum(self._source_cost(s) for s in self._affected_sources(members))
             for info in self._other_infos(unit):

@@ -26,6 +26,7 @@ from strategies.representations import (
     DEFAULT_REPR,
     Repr,
     as_pair,
+    element_bytes,
     packed_dim_info,
     reprs_of,
     tensor_bytes,
@@ -196,7 +197,8 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
             domain = reprs_of(repsets.get_out_repset(k), val.dtype)
             if layout_pass.force_fp16:
                 domain = [r for r in domain if r[0] == VkStorageType.TEXTURE_3D] or domain
-            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape), val.element_size(), _dtype(val))
+            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape),
+                                          element_bytes(val.dtype, layout_pass.force_fp16), _dtype(val))
             outputs.append(key)
         problem.op_outputs[node.name] = outputs
 
@@ -211,7 +213,8 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
                 consumer_domains.setdefault(key, []).extend(domain)
                 if key not in problem.tensors and member.target != operator.getitem:
                     val = node_values(member)[0]
-                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape), val.element_size(), _dtype(val))
+                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape),
+                                                  element_bytes(val.dtype, layout_pass.force_fp16), _dtype(val))
             use_indices[i] = len(problem.uses)
             problem.uses.append(Use(node.name, i, sources, domain))
 
@@ -233,14 +236,16 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
     return problem
 
 
-def needed_transitions(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> set:
-    """The clones an assignment needs: one per (source tensor, representation read)."""
-    return {
+def needed_transitions(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> list:
+    """The clones an assignment needs: one per (source tensor, representation read), sorted.
+    Sorted, not in a set's order, which follows the hash seed: a time summed over them then
+    rounds alike in every process, so records of identical inputs are identical."""
+    return sorted({
         (source, r)
         for use, r in zip(problem.uses, use_reprs)
         for source in use.sources
         if tensor_reprs[source] != r
-    }
+    })
 
 
 def read_assignment(problem: LayoutProblem, graph_module: torch.fx.GraphModule) -> tuple[dict, list]:

@@ -51,6 +51,19 @@ def _packed_int8_bytes(dims, storage: VkStorageType, layout: VkMemoryLayout) -> 
     return math.prod(padded)
 
 
+def element_bytes(dtype: torch.dtype, force_fp16: bool) -> int:
+    """Bytes of one element of a tensor of ``dtype`` in an ET-VK program: of the dtype
+    ``VkGraphBuilder`` serializes it as (``get_effective_dtype``), float32 as float16 under
+    ``force_fp16`` and 64-bit types as 32-bit (``vulkan_preprocess``'s default, which the
+    harness keeps). The exported program's tensors keep their own dtype: counted by theirs, an
+    ``.fp16`` program's transitions would move twice the bytes its delegate does."""
+    if force_fp16 and dtype == torch.float32:
+        return torch.float16.itemsize
+    if dtype in (torch.float64, torch.int64):
+        return torch.int32.itemsize
+    return dtype.itemsize
+
+
 def tensor_bytes(dims, element_bytes: int, storage: VkStorageType, layout: VkMemoryLayout) -> int:
     """Bytes of a tensor in a representation; textures round the packed dim up to 4, the
     PACKED_INT8 layouts their packed dims up to their blocks."""

@@ -5,13 +5,14 @@ and the study scores all of it on models the fit never saw."""
 
 import random
 
+import pandas as pd
 import pytest
 
 from costmodel.measurements import Measurements
 from costmodel.per_operator import PerOperatorModel
 from costmodel.queries import ANY, Query
 from costmodel.table import CostTable, parse
-from harness.inspection import few_shot
+from harness.inspection import few_shot, validation
 from harness.sweep import table_check
 
 from .test_gpu_time import NAMES, _measurements, _query
@@ -106,6 +107,22 @@ def test_the_study_scores_each_method_on_the_models_its_programs_left_out():
     assert list(whole["models"]) == [4, 6]
     every_program = results.reset_index().query("budget.isna()").set_index("method")
     assert every_program.loc["few-shot", "models"] == 6 and every_program.loc["few-shot", "median_error"] < 0.05
+
+
+def test_the_study_and_the_validation_pair_programs_not_runs_of_one_program():
+    """Two runs of one program measured apart predict alike: not a pair either orders wrongly.
+    Both score by one rule: bfs-downstream's runs merged, its one pair with ilp ordered."""
+    programs = pd.DataFrame(
+        [("1", "m", "bfs-downstream", 1.0, 0.99, 1.01, 1.1), ("2", "m", "bfs-downstream", 1.2, 1.19, 1.21, 1.1),
+         ("1", "m", "ilp", 2.0, 1.99, 2.01, 2.2), ("1", "m", "calibration-1", 9.0, 8.9, 9.1, 0.1)],
+        columns=["run", "model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"],
+    ).assign(expected_error=0.1, costs="table", table="table")
+    assert few_shot.scores(programs)["pairs_ordered"] == 1.0
+    assert validation.summary(programs)["ordered_pairs"].tolist() == ["1/1"]
+    merged = validation.strategy_programs(programs).set_index("strategy")
+    assert merged.loc["bfs-downstream", ["measured_ms", "low_ms", "high_ms"]].tolist() == [1.1, 0.99, 1.21]
+    with pytest.raises(ValueError, match="merge its runs first"):
+        validation.ordered_pairs(programs)
 
 
 def test_a_prior_far_off_does_not_hold_where_a_transfer_from_the_check_programs_does_no_better():

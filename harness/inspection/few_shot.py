@@ -43,7 +43,6 @@ from costmodel.table import UNSEEN_OPERATOR_ERROR, CostTable
 from costmodel.transferred import TransferredModel
 from harness.inspection import validation
 from models import FP16_SUFFIX
-from strategies.calibration import is_round
 
 # How far a group's ratio is pulled towards its parent group's, in nodes' worth of weight: tried
 # in turn, each budget's own models choosing (a device whose groups differ wants little; noisy
@@ -242,17 +241,17 @@ def prior_check(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
 
 def scores(programs: pd.DataFrame) -> dict:
     """Of predicted programs (:func:`validation.predicted_programs`), per model the median
-    |error| over its layout strategies' programs (calibration rounds aside), summarised over
-    models: median and worst, the share within 5 % and within 10 %; of each model's pairs of
-    strategies measured apart beyond their ranges, the share the prediction orders as
-    measured; and the median over models of Kendall's tau between measured and predicted."""
+    |error| over its layout strategies' programs (:func:`validation.strategy_programs`:
+    calibration rounds aside, each program's runs together), summarised over models: median
+    and worst, the share within 5 % and within 10 %; of each model's pairs of programs measured
+    apart (:func:`validation.ordered_pairs`), the share the prediction orders as measured; and
+    the median over models of Kendall's tau between measured and predicted."""
     from scipy.stats import kendalltau
 
-    strategies = programs[~programs["strategy"].map(is_round)]
     per_model = []
-    for _, group in strategies.groupby("model"):
+    for _, group in validation.strategy_programs(programs).groupby("model"):
         per_model.append((float((group["predicted_ms"] / group["measured_ms"] - 1).abs().median()),
-                          *_ordered_pairs(group),
+                          *validation.ordered_pairs(group),
                           kendalltau(group["measured_ms"], group["predicted_ms"]).statistic if len(group) > 1
                           else np.nan))
     errors, agreeing, pairs, taus = (np.array(column, dtype=float) for column in zip(*per_model))
@@ -260,18 +259,6 @@ def scores(programs: pd.DataFrame) -> dict:
             "within_5": float(np.mean(errors <= 0.05)), "within_10": float(np.mean(errors <= 0.10)),
             "pairs_ordered": float(agreeing.sum() / pairs.sum()) if pairs.sum() else np.nan,
             "kendall_tau": float(np.nanmedian(taus)) if not np.isnan(taus).all() else np.nan}
-
-
-def _ordered_pairs(group: pd.DataFrame) -> tuple[int, int]:
-    """Of a model's programs' pairs measured apart beyond their ranges: (ordered as measured, all)."""
-    rows = list(group.itertuples(index=False))
-    agreeing = pairs = 0
-    for i, first in enumerate(rows):
-        for second in rows[i + 1:]:
-            if first.high_ms < second.low_ms or second.high_ms < first.low_ms:
-                pairs += 1
-                agreeing += (first.measured_ms < second.measured_ms) == (first.predicted_ms < second.predicted_ms)
-    return agreeing, pairs
 
 
 def _left_out(measurements: Measurements, models, fit) -> pd.DataFrame:

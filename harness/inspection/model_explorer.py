@@ -102,7 +102,7 @@ def difference_overlays(names: tuple[str, str], first: dict[str, NodeFacts],
                         second: dict[str, NodeFacts]) -> list[Overlay]:
     """Where the second strategy differs from the first: representation, and time (second - first)."""
     a, b = names
-    nodes = set(first) | set(second)
+    nodes = sorted(set(first) | set(second))
     alike = {node for node in nodes if _alike(first.get(node), second.get(node))}
     changed = {}
     for node in nodes:

@@ -122,22 +122,33 @@ def leave_one_model_out(measurements: Measurements, models: list[str] | None = N
     return pd.concat([results[model] for model in models], ignore_index=True), {model: tables[model] for model in models}
 
 
-def _strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
-    """The programs of layout strategies (calibration rounds aside), one per (model, strategy):
-    all runs' processes together; an ilp-time program counts only where it was lowered under
-    the table that predicts it (its model's held-out table)."""
+def strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
+    """Of predicted programs (:func:`predicted_programs`), those of layout strategies
+    (calibration rounds aside), one per (model, strategy): all its runs' processes together
+    (the median of their measured and of their predicted times, the widest range, the median
+    expected error). A program's runs predict alike: apart, two of them measured apart would
+    be a pair no prediction orders."""
     from strategies.calibration import is_round
 
     chosen = programs[~programs["strategy"].map(is_round)]
-    chosen = chosen[(chosen["strategy"] != "ilp-time") | (chosen["costs"] == chosen["table"])]
-    rows = []
-    for (model, strategy), group in chosen.groupby(["model", "strategy"]):
-        rows.append({"model": model, "strategy": strategy, "measured_ms": group["measured_ms"].median(),
-                     "low_ms": group["low_ms"].min(), "high_ms": group["high_ms"].max(),
-                     "predicted_ms": group["predicted_ms"].median(),
-                     "expected_error": group["expected_error"].median()})
-    return pd.DataFrame(rows, columns=["model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms",
-                                       "expected_error"])
+    return chosen.groupby(["model", "strategy"], as_index=False).agg(
+        measured_ms=("measured_ms", "median"), low_ms=("low_ms", "min"), high_ms=("high_ms", "max"),
+        predicted_ms=("predicted_ms", "median"), expected_error=("expected_error", "median"))
+
+
+def ordered_pairs(programs: pd.DataFrame) -> tuple[int, int]:
+    """Of one model's programs, one per strategy (:func:`strategy_programs`), the pairs whose
+    measured ranges do not overlap: how many the prediction orders as measured, and how many."""
+    if programs["strategy"].duplicated().any():
+        raise ValueError("a strategy's program appears more than once: merge its runs first (strategy_programs)")
+    rows = list(programs.itertuples(index=False))
+    agreeing = pairs = 0
+    for i, first in enumerate(rows):
+        for second in rows[i + 1:]:
+            if first.high_ms < second.low_ms or second.high_ms < first.low_ms:
+                pairs += 1
+                agreeing += (first.measured_ms < second.measured_ms) == (first.predicted_ms < second.predicted_ms)
+    return agreeing, pairs
 
 
 def summary(programs: pd.DataFrame) -> pd.DataFrame:
@@ -148,19 +159,14 @@ def summary(programs: pd.DataFrame) -> pd.DataFrame:
     measured; and ilp-time (lowered under the held-out table) against the faster of ilp and
     bfs-downstream, and against bfs-downstream, measured (``beyond_spread``: slower than the
     faster one's slowest process)."""
-    strategy_programs = _strategy_programs(programs)
+    # an ilp-time program counts only where it was lowered under the table that predicts it
+    # (its model's held-out table)
+    lowered_under = (programs["strategy"] != "ilp-time") | (programs["costs"] == programs["table"])
     rows = []
-    for model, group in strategy_programs.groupby("model"):
+    for model, group in strategy_programs(programs[lowered_under]).groupby("model"):
         by_strategy = group.set_index("strategy")
         errors = (group["predicted_ms"] / group["measured_ms"] - 1).abs()
-        pairs = agreeing = 0
-        for a in by_strategy.index:
-            for b in by_strategy.index:
-                first, second = by_strategy.loc[a], by_strategy.loc[b]
-                if a < b and (first["high_ms"] < second["low_ms"] or second["high_ms"] < first["low_ms"]):
-                    pairs += 1
-                    agreeing += (first["measured_ms"] < second["measured_ms"]) == (
-                        first["predicted_ms"] < second["predicted_ms"])
+        agreeing, pairs = ordered_pairs(group)
         row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
                "expected_error": group["expected_error"].median(),
                "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,

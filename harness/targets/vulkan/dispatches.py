@@ -25,7 +25,7 @@ import torch
 from costmodel.signatures import graph_digest, node_values, op_name, signature
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.metrics import is_transition
-from strategies.representations import first_repr, repr_name
+from strategies.representations import element_bytes, first_repr, repr_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,8 +64,9 @@ def _elements(node: torch.fx.Node) -> int:
     return sum(v.numel() for v in node_values(node) if isinstance(v, torch.Tensor))
 
 
-def _bytes(node: torch.fx.Node) -> int:
-    return sum(v.numel() * v.element_size() for v in node_values(node) if isinstance(v, torch.Tensor))
+def _bytes(node: torch.fx.Node, force_fp16: bool) -> int:
+    """Bytes of a node's outputs as the program stores them (no texture padding)."""
+    return sum(v.numel() * element_bytes(v.dtype, force_fp16) for v in node_values(node) if isinstance(v, torch.Tensor))
 
 
 def node_map(lowered: LoweredProgram) -> dict:
@@ -84,7 +85,7 @@ def node_map(lowered: LoweredProgram) -> dict:
                 "inputs": _tensor_inputs(node, program),
                 "output": repr_name(output) if output is not None else None,
                 "elements": _elements(node),
-                "bytes": _bytes(node),
+                "bytes": _bytes(node, partition.layout_pass.force_fp16),
                 "signature": signature(node),
             })
         graph = graph_digest(lowered.lowering.prefixes[index].program.graph_module)

@@ -26,7 +26,14 @@ from costmodel.table import CostTable
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.layout_problem import LayoutProblem, extract, read_assignment
-from strategies.representations import QUANTIZED_DTYPES, first_repr, image_extents, repr_name, tensor_bytes
+from strategies.representations import (
+    QUANTIZED_DTYPES,
+    element_bytes,
+    first_repr,
+    image_extents,
+    repr_name,
+    tensor_bytes,
+)
 
 _VK_DTYPE_BYTES = {
     VkDataType.BOOL: 1,
@@ -109,7 +116,6 @@ def partition_transitions(index: int, partition: LoweredPartition) -> list[Trans
         source = node.args[0]
         after = vk_utils.get_node_repr(node)
         val = node.meta["val"]
-        element_bytes = val.element_size()
         found.append(
             Transition(
                 partition=index,
@@ -121,7 +127,8 @@ def partition_transitions(index: int, partition: LoweredPartition) -> list[Trans
                 shape=tuple(val.shape),
                 dtype=str(val.dtype).removeprefix("torch."),
                 bytes=tensor_bytes(
-                    list(val.shape), element_bytes, after.storage_type, after.memory_layout
+                    list(val.shape), element_bytes(val.dtype, partition.layout_pass.force_fp16),
+                    after.storage_type, after.memory_layout,
                 ),
             )
         )
