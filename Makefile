@@ -61,7 +61,8 @@ vgf-host: $(STAMP) system-deps
 # file to a worker, so a module-scoped fixture is made once; the slowest tests are listed at
 # the end. Two tiers by measured cost (docs/testing.md): `make test` leaves out the tests
 # marked slow; `make test-all` (CI, through .ci/run) runs every test.
-PYTEST := $(PY) -m pytest -n auto --dist loadfile --durations=20
+# PYTEST_ARGS adds options: `make test PYTEST_ARGS="--cov --cov-report="` measures each tier's line coverage.
+PYTEST := $(PY) -m pytest -n auto --dist loadfile --durations=20 $(PYTEST_ARGS)
 
 test: $(STAMP) system-deps vgf-host explorer ## the fast tier: the import contracts, then every test not marked slow (minutes)
 	$(VENV)/bin/lint-imports --no-cache

@@ -24,9 +24,8 @@ from layoutkit.files import CacheSettings, install
 
 def _add_sweep_arguments(command, required: bool) -> None:
     chosen = command.add_mutually_exclusive_group(required=required)
-    chosen.add_argument("--models", help="comma-separated models: zoo names, timm:<name>, <name>.unfused, "
-                        "<name>.int8, package.module:factory, file.py:factory, or a .pt2 saved with "
-                        "torch.export.save")
+    chosen.add_argument("--models", help="comma-separated models: zoo names, timm:<name>, <name>.unfused, <name>.int8, "
+                        "package.module:factory, file.py:factory, or a .pt2 saved with torch.export.save")
     chosen.add_argument("--zoo", help="a zoo: quick, quick-int8 or full (see list zoos)")
     command.add_argument("--strategies", default="all",
                          help="comma-separated names, package.module:Class, file.py:Class, or all")
@@ -47,13 +46,11 @@ def _add_sweep_arguments(command, required: bool) -> None:
                          help="run on a Ray cluster: its address (ray://host:10001, or auto), or none for Ray's "
                          "default ($RAY_ADDRESS, else a new cluster on this machine)")
     workers.add_argument("--time-limit", type=positive, metavar="SECONDS", help="per model and worker")
-    workers.add_argument("--memory-limit", type=gibibytes, metavar="GIB",
-                         help="resident memory per worker (its children included); on Ray, also what a task "
-                         "reserves (default 4)")
+    workers.add_argument("--memory-limit", type=gibibytes, metavar="GIB", help="resident memory per worker (its "
+                         "children included); on Ray, also what a task reserves (default 4)")
     command.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
-                         help="a device's GPU cost table (from calibrate): every Vulkan "
-                         "record predicts its GPU time (predicted_gpu_ms), and ilp-time minimises it "
-                         "(default: $LAYOUTBENCH_COSTS)")
+                         help="a device's GPU cost table (from calibrate): every Vulkan record predicts its GPU "
+                         "time (predicted_gpu_ms), and ilp-time minimises it (default: $LAYOUTBENCH_COSTS)")
     _add_runtime_arguments(command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)"))
 
 
@@ -272,11 +269,11 @@ def _through_warm_server(argv: list[str]) -> int | None:
     if command is None or argv[command] == "serve" or verbose or os.environ.get(NO_SERVER_ENV) == "1":
         return None
     from harness.warm import client
-    from layoutkit.errors import UsageError
+    from layoutkit.errors import UsageError  # a cache setting that is wrong: main says so in one line
 
     try:
         return client.forward("harness.cli:warm_main", argv)  # by name: under python -m this is __main__
-    except UsageError:  # a cache setting that is wrong ($LAYOUTBENCH_CACHE_MAX_SIZE): main says so in one line
+    except UsageError:
         return None
     except client.Declined as declined:
         print(f"{PROGRAM}: running without the warm server: {declined}", file=sys.stderr)

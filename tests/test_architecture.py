@@ -129,6 +129,7 @@ def _compared_as_before(verdicts) -> None:
     assert set(verdicts.loc[skipped, "verdict"]) == {"uncompared"}
 
 
+@pytest.mark.slow
 def test_today_s_records_gate_against_results_of_the_earlier_schema(tmp_path, capsys):
     assert cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream,bfs-refined,ilp",
                      "--target", "vulkan,tosa", "--out", str(tmp_path), "--format", "json"]) == 0
@@ -138,6 +139,7 @@ def test_today_s_records_gate_against_results_of_the_earlier_schema(tmp_path, ca
     _compared_as_before(judge(V1_RESULTS, tmp_path, parse_thresholds(DEFAULT_THRESHOLDS)))
 
 
+@pytest.mark.slow
 def test_stdout_is_only_json_on_every_target(tmp_path):
     """Libraries print (tosa_serializer warns about spec versions on stdout, from Python and
     native code alike); none of it may reach stdout. ``--fresh``: measured, not reused, so

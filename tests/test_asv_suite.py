@@ -71,6 +71,7 @@ def test_layout_pass_suite_times_the_real_pass_on_a_fresh_copy(monkeypatch):
         assert len(clones) == 9  # what the pinned pass inserts on synthetic_small, once per copy
 
 
+@pytest.mark.slow
 def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp_path):
     from benchmarks import bench_layout_pass
     from harness.targets.vulkan import lowering_memory
@@ -161,6 +162,7 @@ def test_layout_pass_skips_a_strategy_this_host_cannot_run_with_its_reason(monke
         bench.setup(["synthetic_small"], "synthetic_small", "tests.helpers.user_strategies:NeedsAMissingTool")
 
 
+@pytest.mark.slow
 def test_the_suites_leave_the_libraries_chatter_out_of_asvs_output():
     """A benchmark process as asv starts one (the package imported first, no quiet environment
     inherited) prints nothing: ExecuTorch logged an INFO line per inserted transition."""

@@ -44,6 +44,7 @@ def _searched_ms(found, table) -> tuple[float, float]:
     return start, searched
 
 
+@pytest.mark.slow
 def test_random_graphs_and_tables_between_the_optimum_and_bfs_refined():
     gaps, closed = [], []
     for name in RANDOM_GRAPHS:
@@ -66,6 +67,7 @@ def test_random_graphs_and_tables_between_the_optimum_and_bfs_refined():
     assert len(closed) >= 0.75 * len(gaps), "the tables must leave bfs-refined something to gain"
 
 
+@pytest.mark.slow
 def test_the_h100_table_never_above_bfs_refined_on_the_quick_zoo():
     table = load(H100_TABLE)
     gains = {}

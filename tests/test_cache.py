@@ -121,6 +121,7 @@ def test_an_entry_that_does_not_load_is_rebuilt(cache_dir, capsys):
     assert "is unreadable (ValueError: bad format); rebuilding it" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_damaged_prefix_entry_is_rebuilt_and_measures_the_same(cache_dir, tmp_path):
     def run(out):
         result = subprocess.run([str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies",
@@ -232,6 +233,7 @@ def test_a_cache_of_links_to_folders_of_the_users_own_is_used(cache_dir, tmp_pat
     assert (cache_dir / "exports").stat().st_mode & 0o777 == 0o700  # made closed to others
 
 
+@pytest.mark.slow
 def test_a_command_on_a_cache_others_can_write_stops_with_one_line(cache_dir, tmp_path):
     cache_dir.mkdir()
     cache_dir.chmod(0o777)
@@ -269,6 +271,7 @@ def test_the_warm_servers_log_is_never_opened_through_a_link(cache_dir, tmp_path
     assert victim.read_text() == "another user's file\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", QUICK_ZOO)
 def test_programs_from_a_cached_prefix_are_byte_identical_to_a_cold_lowering(model):
     """Every strategy's delegate payloads and whole .pte from the prefix read back from the
@@ -292,6 +295,7 @@ def test_programs_from_a_cached_prefix_are_byte_identical_to_a_cold_lowering(mod
         assert bytes(from_cache.to_pte()) == bytes(from_cold.to_pte()), name
 
 
+@pytest.mark.slow
 def test_cached_prefixes_load_in_a_new_process():
     """What a prefix refers to must exist in a process that never lowered anything (ExecuTorch
     defines some operators, EDGE_DO_NOT_DECOMP ones, only while lowering)."""

@@ -37,9 +37,12 @@ def test_console_script_lists():
     "args, expected",
     [
         (["--models", "resnet9000"], "unknown model 'resnet9000'; known: "),
-        (["--models", "resnet18", "--strategies", "nope"], "unknown strategy 'nope'; known: "),
-        (["--zoo", "huge"], "unknown zoo 'huge'; known: "),
-        (["--models", "resnet18", "--target", "npu"], "unknown target 'npu'; known: ethos-u55-128"),
+        # Each case starts a command (10-12 s); the fast tier keeps the first.
+        pytest.param(["--models", "resnet18", "--strategies", "nope"], "unknown strategy 'nope'; known: ",
+                     marks=pytest.mark.slow),
+        pytest.param(["--zoo", "huge"], "unknown zoo 'huge'; known: ", marks=pytest.mark.slow),
+        pytest.param(["--models", "resnet18", "--target", "npu"], "unknown target 'npu'; known: ethos-u55-128",
+                     marks=pytest.mark.slow),
     ],
 )
 def test_bad_names_fail_with_one_line(tmp_path, args, expected):
@@ -97,6 +100,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     assert (listed.returncode, listed.stderr) == (128 + signal.SIGPIPE, "")
 
 
+@pytest.mark.slow
 def test_compare_json_is_pipeable_and_resumes(tmp_path):
     args = ["compare", "--models", "synthetic_small", "--strategies", "bfs-downstream,dfs-upstream",
             "--out", str(tmp_path), "--format", "json"]

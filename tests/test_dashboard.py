@@ -8,6 +8,7 @@ no second environment; ``asv run`` with environment creation is what the README 
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from asv.util import load_json
 from matplotlib.image import imread
 
+from harness import cli
 from layoutkit.files import cache_root
 from harness.results.dashboard import vendor
 
@@ -62,6 +64,7 @@ def dashboard(tmp_path_factory):
     return work
 
 
+@pytest.mark.slow
 def test_results_hold_every_strategy_of_the_layout_suite(dashboard):
     results = [p for p in (dashboard / "results" / "ci-test").glob("*.json") if p.name != "machine.json"]
     assert results
@@ -71,6 +74,7 @@ def test_results_hold_every_strategy_of_the_layout_suite(dashboard):
     assert all(isinstance(v, (int, float)) for v in values)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="Debian chromium is not installed (make system-deps)")
 def test_dashboard_lists_the_suites_and_draws_a_graph(dashboard):
     with served(dashboard / "html") as address:
@@ -86,3 +90,17 @@ def test_dashboard_lists_the_suites_and_draws_a_graph(dashboard):
     coloured = (pixels.max(axis=2) - pixels.min(axis=2)) > 0.25
     assert coloured.sum() > 500, f"no coloured plot in {png}"
     assert len(np.unique(pixels.reshape(-1, 3).round(2), axis=0)) > 50
+
+
+def test_the_dashboard_command_points_a_page_at_local_copies_of_its_cdn_assets(tmp_path, capsys):
+    page = tmp_path / "index.html"
+    address = "https://code.jquery.com/jquery-3.3.1.min.js"
+    page.write_text(f'<html><script src="{address}" integrity="sha256-x" crossorigin="anonymous"></script></html>')
+    assert cli.main(["dashboard", str(tmp_path)]) == 0
+    rewritten = page.read_text()
+    assert address not in rewritten and "integrity" not in rewritten
+    local = re.search(r'src="([^"]+)"', rewritten).group(1)
+    assert (tmp_path / local).read_bytes().startswith(b"/*! jQuery v3.3.1")
+    page.write_text('<script src="https://cdn.example.org/x.js"></script>')
+    assert cli.main(["dashboard", str(tmp_path)]) == 2
+    assert "loads https://cdn.example.org/x.js, which" in capsys.readouterr().err

@@ -50,6 +50,7 @@ def recorded(strategy: str) -> pd.DataFrame:
     return read_dispatches(DATA / f"{strategy}.etdump", json.loads((DATA / f"{strategy}.nodes.json").read_text()))
 
 
+@pytest.mark.slow
 def test_the_node_map_of_the_recorded_partitioned_program_is_what_lowering_gives_today():
     lowered = vulkan_lowering(pipeline("synthetic_partitioned")).lower(strategies.get_strategy("bfs-downstream"))
     assert node_map(lowered) == json.loads((DATA / f"{PARTITIONED}.nodes.json").read_text())

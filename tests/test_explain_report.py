@@ -40,6 +40,22 @@ def test_explain_mobilevit_dfs_vs_bfs_matches_compare(tmp_path, capsys):
     assert explained["differing_nodes"], "the two strategies tag mobilevit_xs differently"
 
 
+def test_explain_of_the_small_model_matches_compare(tmp_path, capsys):
+    """The test above on the small model, bfs-downstream against bfs-refined."""
+    names = ("bfs-downstream", "bfs-refined")
+    explained = _json(capsys, ["explain", "synthetic_small", "--strategy", names[0], "--vs", names[1],
+                               "--format", "json"])
+    compared = _json(capsys, ["compare", "--models", "synthetic_small", "--strategies", ",".join(names),
+                              "--out", str(tmp_path), "--format", "json", "--workers", "0"])
+    counts = {r["strategy"]: r["transitions"] for r in compared}
+    assert len(explained["transitions"]) == counts[names[0]] > 0
+    assert explained["vs_transitions"] == counts[names[1]]
+    only = explained["transitions_only_in_one"]
+    in_first = sum(r["only_in"] == names[0] for r in only)
+    assert in_first - (len(only) - in_first) == counts[names[0]] - counts[names[1]]
+
+
+@pytest.mark.slow  # lowers a full-size model, which a slow test lowers first
 def test_every_transition_names_its_reader_and_constraint():
     lowered = vulkan_lowering(pipeline("mobilevit_xs.unfused")).lower(strategies.get_strategy("bfs-downstream"))
     table = transitions_table(lowered)
@@ -51,6 +67,7 @@ def test_every_transition_names_its_reader_and_constraint():
     assert (flip["after"] == "TEXTURE_3D/CHANNELS_PACKED").all() and len(flip) == 2
 
 
+@pytest.mark.slow  # lowers a full-size model, which a slow test lowers first
 def test_forced_transitions_quote_the_accepted_set():
     lowered = vulkan_lowering(pipeline("resnet18")).lower(strategies.get_strategy("all-width-packed"))
     table = transitions_table(lowered)
@@ -60,6 +77,7 @@ def test_forced_transitions_quote_the_accepted_set():
     assert not table["constraint"].str.contains("PACKED_INT8").any(), "float tensors: no int8 layouts quoted"
 
 
+@pytest.mark.slow  # lowers a full-size model, which a slow test lowers first
 def test_differing_nodes_between_bfs_and_refined():
     lowering = vulkan_lowering(pipeline("mobilevit_xs.unfused"))
     bfs, refined = (lowering.lower(strategies.get_strategy(n)) for n in ("bfs-downstream", "bfs-refined"))
@@ -73,6 +91,7 @@ def _not_blank(png) -> bool:
     return pixels.std() > 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="Debian chromium is not installed (make system-deps)")
 def test_report_and_graph_open_in_headless_chromium(tmp_path, capsys):
     results = tmp_path / "results"

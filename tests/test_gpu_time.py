@@ -59,6 +59,7 @@ def operators_of(problems) -> set:
     return {info.operator for problem in problems for info in problem.operators.values()}
 
 
+@pytest.mark.slow
 def test_ilp_time_equals_exhaustive_search_under_random_tables():
     for seed, name in enumerate(RANDOM_GRAPHS):
         for problem in partition_problems(vulkan_lowering(pipeline(name)).programs):
@@ -205,6 +206,7 @@ def _relu_ms(shape: tuple, pair: str) -> float:
     return 0.003 + math.prod(shape[:-1]) * -(-shape[-1] // 4) * 4 * 1e-6
 
 
+@pytest.mark.slow
 def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_saw():
     rng = random.Random(0)
     rows = []
@@ -232,6 +234,7 @@ def test_the_fit_recovers_a_known_shape_dependence_and_prices_models_it_never_sa
     assert (predicted["error"].abs() < 0.1).all()
 
 
+@pytest.mark.slow
 def test_leaving_models_out_in_worker_processes_gives_what_one_process_gives():
     """calibrate --validate fits the held-out tables in worker processes: the same tables and
     predictions as one after another here, in the models' order whichever finishes first."""
@@ -257,6 +260,7 @@ def test_leaving_models_out_in_worker_processes_gives_what_one_process_gives():
 
 
 # The trees shrink a step of the activations more than one of the weights.
+@pytest.mark.slow
 @pytest.mark.parametrize("heavier_by, tolerance", [("weights", 0.1), ("activations", 0.15)])
 def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by, tolerance):
     """Identical int8 nodes measured 30 % slower in the graphs that hold 16 MB of weights than

@@ -44,6 +44,7 @@ def test_int8_names_resolve_and_are_their_own_identity():
         models.resolve_models("synthetic_small.int8.unfused")  # variants go in one order
 
 
+@pytest.mark.slow
 def test_int8_model_is_quantized_the_same_every_time():
     first, second = models.create(MODEL), models.create(MODEL)
     assert first.name == MODEL and is_quantized(first.module)
@@ -63,6 +64,7 @@ def test_packed_int8_layouts_are_sized_as_the_runtime_pads_them():
     assert tensor_bytes([1, 6, 5, 7], 1, VkStorageType.BUFFER, VkMemoryLayout.PACKED_INT8_4H4W) == 6 * 8 * 8
 
 
+@pytest.mark.slow
 def test_every_strategy_is_valid_on_int8_and_the_ilp_never_above_a_heuristic():
     lowering = vulkan_lowering(pipeline(MODEL))
     records = {}

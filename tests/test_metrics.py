@@ -41,6 +41,7 @@ def test_transitions_are_exactly_the_clones_the_pass_added():
             assert transition.bytes > 0 and transition.consumers
 
 
+@pytest.mark.slow  # lowers a full-size model, which a slow test lowers first
 def test_memory_counts_transitions_no_more_than_total():
     lowered = vulkan_lowering(pipeline("mobilevit_xs.unfused")).lower(strategies.get_strategy("all-width-packed"))
     memory = metrics.delegate_memory(lowered)

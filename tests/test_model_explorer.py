@@ -23,7 +23,7 @@ from harness.inspection.explorer_server import NO_TOKEN_PAGE
 from harness.pipeline.model import pipeline
 from harness.results.store import make_record
 from harness.targets.vulkan.etrecord import model_edge_graph
-from harness.targets.vulkan.metrics import partition_transitions, predicted_gpu_time
+from harness.targets.vulkan.metrics import partition_transitions, predicted_gpu_time, transitions
 from harness.targets.vulkan.prefix import vulkan_lowering
 import strategies
 
@@ -70,6 +70,7 @@ def _asked(served, route: str, headers: dict | None = None, **query) -> tuple[in
         return refused.code, json.load(refused)
 
 
+@pytest.mark.slow
 def test_the_server_answers_only_its_address_with_the_runs_token_about_the_files_explore_wrote(served, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("the user's own")
@@ -98,6 +99,7 @@ def _transition_sources(lowered, edge) -> set[str]:
     return sources
 
 
+@pytest.mark.slow
 def test_every_coloured_node_is_in_the_adapters_graph_and_every_transition_is_coloured(served, lowered):
     graph_ids = {node["id"] for node in served.adapter_graph()["nodes"]}
     overlays = _overlays(served)
@@ -111,6 +113,7 @@ def test_every_coloured_node_is_in_the_adapters_graph_and_every_transition_is_co
     assert sources and sources <= graph_ids and sources == coloured
 
 
+@pytest.mark.slow
 def test_node_times_add_up_to_the_programs_predicted_time(served, lowered):
     overlays = _overlays(served)
     table = load(TABLE)
@@ -139,6 +142,7 @@ def _select(page, node: str) -> str:
     raise AssertionError(f"the page's search found no node {node}")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="Debian chromium is not installed (make system-deps)")
 def test_the_page_draws_the_graph_with_the_overlays_on_the_nodes_that_differ(served, lowered, tmp_path):
     overlays = _overlays(served)
@@ -164,6 +168,7 @@ def test_the_page_draws_the_graph_with_the_overlays_on_the_nodes_that_differ(ser
         shutil.copyfile(tmp_path / "view.png", VIEW)
 
 
+@pytest.mark.slow
 def test_the_report_links_each_models_overlay_files(served, capsys):
     results = served.etrecord.parents[2]  # RESULTS/explorer/MODEL/MODEL.etrecord
     (results / "records.jsonl").write_text(json.dumps(make_record(MODEL, NAMES[0], "vulkan", "ok", transitions=11)) + "\n")
@@ -180,3 +185,17 @@ def test_explore_of_an_unknown_model_is_one_line_and_exit_2(capsys):
     assert cli.main(["explore", "no_such_model", "--strategy", "bfs-downstream", "--write-only"]) == 2
     err = capsys.readouterr().err
     assert "unknown model 'no_such_model'" in err and err.count("\n") == 1
+
+
+def test_explore_writes_overlays_whose_transitions_are_the_bytes_the_strategy_moves(tmp_path, capsys):
+    """The command's files without its server, on the small model: the transitions overlay
+    holds, per source, the KiB its clones move, adding up to what the lowering counts."""
+    assert cli.main(["explore", "synthetic_small", "--strategy", "bfs-downstream", "--vs", "bfs-refined",
+                     "--write-only", "--out", str(tmp_path)]) == 0
+    written = [Path(line) for line in capsys.readouterr().out.split()]
+    assert written and all(path.is_file() for path in written)
+    [overlay] = [path for path in written if path.name.endswith("bfs-downstream-transitions.json")]
+    kib = json.loads(overlay.read_text())["forward"]["results"]
+    lowered = vulkan_lowering(pipeline("synthetic_small")).lower(strategies.get_strategy("bfs-downstream"))
+    moved = sum(transition.bytes for transition in transitions(lowered))
+    assert moved > 0 and sum(value["value"] for value in kib.values()) * 1024 == pytest.approx(moved)

@@ -13,7 +13,7 @@ from harness.targets.vulkan import metrics, validator
 from harness.targets.vulkan.lowering import lowered_modules, payload_digest
 
 
-from .conftest import QUICK_ZOO
+from .conftest import QUICK_ZOO, fast_on_the_small_model
 from harness.pipeline.model import pipeline
 from harness.targets.vulkan.prefix import vulkan_lowering
 from tests.helpers.tables import TRANSITIONS_ONLY
@@ -30,6 +30,7 @@ def _node_reprs(lowered):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", QUICK_ZOO)
 def test_bfs_downstream_is_the_unmodified_pass(model):
     lowering = vulkan_lowering(pipeline(model))
@@ -46,7 +47,7 @@ def test_bfs_downstream_is_the_unmodified_pass(model):
 
 
 @pytest.mark.parametrize("strategy", strategies.list_strategies())
-@pytest.mark.parametrize("model", QUICK_ZOO)
+@pytest.mark.parametrize("model", fast_on_the_small_model(QUICK_ZOO))
 def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, strategy):
     """The .pte made from the program emitted once per model is byte for byte what
     ExecuTorch's to_executorch() writes for the strategy's delegates."""
@@ -61,7 +62,7 @@ def test_every_strategy_is_valid_and_serializes_as_to_executorch_does(model, str
     assert pte == edge_manager.to_executorch().buffer
 
 
-@pytest.mark.parametrize("model", ["synthetic_small", "mobilevit_xs.unfused"])
+@pytest.mark.parametrize("model", fast_on_the_small_model(["synthetic_small", "mobilevit_xs.unfused"]))
 def test_strategies_do_not_leak_into_each_other(model):
     lowering = vulkan_lowering(pipeline(model))
     bfs = strategies.get_strategy("bfs-downstream")
@@ -77,6 +78,7 @@ def _transition_count(model, strategy):
     return len(metrics.transitions(lowered))
 
 
+@pytest.mark.slow
 def test_dfs_upstream_loses_on_unfused_mobilevit():
     # By hand with ExecuTorch 1.5.1: 31 vs 11.
     assert _transition_count("mobilevit_xs.unfused", "dfs-upstream") == 31

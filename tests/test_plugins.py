@@ -49,6 +49,7 @@ def edited_pass(tmp_path_factory) -> tuple[Path, Path]:
     return unchanged, edited
 
 
+@pytest.mark.slow
 def test_user_models_by_module_file_and_saved_program_on_the_command_line(tmp_path, saved_program):
     by_file = f"{TESTS / 'helpers' / 'user_models.py'}:tiny_convnet"
     names = [FACTORY, by_file, str(saved_program)]
@@ -102,6 +103,7 @@ def test_bad_user_models_are_one_line_and_exit_2(tmp_path, name, message):
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
+@pytest.mark.slow
 def test_a_factory_returning_the_wrong_thing_is_a_failed_record(tmp_path):
     result = _run("run", "--models", "tests.helpers.user_models:not_a_model", "--strategies", "bfs-downstream",
                   "--out", str(tmp_path), "--format", "json")
@@ -112,6 +114,7 @@ def test_a_factory_returning_the_wrong_thing_is_a_failed_record(tmp_path):
                                 "return (module, example_inputs) or a models.ModelSpec")
 
 
+@pytest.mark.slow
 def test_an_edited_copy_of_the_pass_is_measured_beside_the_installed_one(tmp_path, edited_pass):
     unchanged, edited = edited_pass
     names = ["bfs-downstream", f"{unchanged}:TagMemoryMetaPass", f"{edited}:TagMemoryMetaPass"]
@@ -124,6 +127,7 @@ def test_an_edited_copy_of_the_pass_is_measured_beside_the_installed_one(tmp_pat
     assert transitions == {names[0]: 9, names[1]: 9, names[2]: 10}
 
 
+@pytest.mark.slow
 def test_an_unexpected_error_is_a_failed_record_with_its_traceback_logged(tmp_path):
     result = _run("run", "--models", "synthetic_small", "--strategies", "bfs-downstream,tests.helpers.user_strategies:Crashes",
                   "--out", str(tmp_path), "--format", "json")

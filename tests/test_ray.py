@@ -7,6 +7,8 @@ from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.results.store import RecordStore
 
+FULL_TIER_ONLY = "its one test starts a local Ray cluster (36 s in a clean-clone run)"
+
 pytest.importorskip("ray")
 
 MODELS = ["synthetic_small", "synthetic:12"]
@@ -18,6 +20,7 @@ def _summary(records):
                   for r in records)
 
 
+@pytest.mark.slow
 def test_a_ray_sweep_records_what_a_local_sweep_records(tmp_path):
     local = RecordStore(tmp_path / "local")
     run_sweep(MODELS, STRATEGIES, "vulkan", local, fresh=True, execution=Execution(workers=2))

@@ -103,7 +103,7 @@ def test_the_parser_rejects_what_does_not_exist(capsys):
         == [["run", "--zoo", "quick"]]
 
 
-@pytest.fixture(params=["this machine's runtime", "no runtime"])
+@pytest.fixture(params=[pytest.param("this machine's runtime", marks=pytest.mark.slow), "no runtime"])
 def runtime_or_none(request):
     """The cheap commands hold on a machine with a built runtime and on a new one without."""
     if request.param == "no runtime":

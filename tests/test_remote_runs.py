@@ -25,6 +25,7 @@ from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_timed, time_
 from .test_vulkan_run import stand_in_runner, xnnpack_program  # noqa: F401  (fixtures)
 
 
+@pytest.mark.slow
 def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):
     """remote_runner.py, as a plain script (it imports nothing of ours but device.py), on a results
     directory's programs; a program the runner cannot run is reported, not fatal."""

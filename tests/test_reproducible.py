@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType
 
 from costmodel.features import TRANSITION
@@ -22,6 +23,8 @@ from strategies.time_objective import TimeObjective
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "docs" / "cost-table" / "h100.json"
+FULL_TIER_ONLY = "each test compares two processes of other hash seeds: 15-25 s in the fast tier's clean-clone run"
+
 WIDTH = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_WIDTH_PACKED)
 HEIGHT = (VkStorageType.TEXTURE_3D, VkMemoryLayout.TENSOR_HEIGHT_PACKED)
 
@@ -32,6 +35,7 @@ def _unclocked(record: dict) -> str:
                        if field != "timestamp" and (field not in METRICS or METRICS[field].deterministic)})
 
 
+@pytest.mark.slow
 def test_records_of_identical_inputs_are_identical_whatever_the_hash_seed(tmp_path):
     """Every strategy, synthetic_small under the H100 table, in two processes of other hash seeds."""
     runs = []
@@ -77,6 +81,7 @@ def priced_clones() -> list[str]:
     return [value.hex() for value in (prediction.ms, prediction.error_ms, cost)]
 
 
+@pytest.mark.slow
 def test_an_assignment_s_predicted_time_is_the_same_whatever_the_hash_seed():
     """Without lowering anything: a problem made by hand, priced in two processes of other hash seeds."""
     priced = [subprocess.run([sys.executable, "-c", "from tests.test_reproducible import priced_clones; "

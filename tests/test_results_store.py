@@ -44,6 +44,7 @@ def _keys(lines: list[str]) -> list[tuple]:
     return [key(json.loads(line)) for line in lines]
 
 
+@pytest.mark.slow
 def test_a_second_sweep_into_the_directory_waits_and_reuses_what_the_first_measured(tmp_path):
     results = _two_sweeps_at_once(tmp_path / "same", tmp_path / "cache")
     assert [code for code, _ in results] == [0, 0], results
@@ -54,6 +55,7 @@ def test_a_second_sweep_into_the_directory_waits_and_reuses_what_the_first_measu
     assert said[0].startswith(f"0 measured, {count} reused") and said[1].startswith(f"{count} measured, 0 reused"), said
 
 
+@pytest.mark.slow
 def test_two_fresh_sweeps_into_the_directory_write_one_after_the_other(tmp_path):
     results = _two_sweeps_at_once(tmp_path / "same", tmp_path / "cache", "--fresh")
     assert [code for code, _ in results] == [0, 0], results
@@ -95,6 +97,7 @@ def test_a_sweep_waits_for_the_writer_and_says_who_it_is(tmp_path, capfd):
     assert f"(-c {tmp_path}) since " in waiting[0] and waiting[0].endswith("; waiting for it to finish")
 
 
+@pytest.mark.slow
 def test_no_wait_stops_with_one_line_naming_the_writer(tmp_path):
     with RecordStore(tmp_path).writing():
         command = _layoutbench("run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--out",

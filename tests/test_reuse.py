@@ -61,6 +61,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 STRATEGIES = "bfs-downstream,dfs-upstream,tests.helpers.user_strategies:PreferChannelsPacked,mymod:Mine"
 
 
+@pytest.mark.slow
 def test_unchanged_is_reused_and_changed_code_is_measured_again(checkout):
     first, said = _run(checkout, STRATEGIES)
     assert "4 measured, 0 reused" in said
@@ -94,6 +95,7 @@ def test_unchanged_is_reused_and_changed_code_is_measured_again(checkout):
     assert "0 measured, 4 reused" in said
 
 
+@pytest.mark.slow
 def test_a_reused_record_is_what_a_fresh_measurement_gives(checkout):
     _run(checkout, "bfs-downstream,bfs-refined,ilp")
     reused, said = _run(checkout, "bfs-downstream,bfs-refined,ilp")

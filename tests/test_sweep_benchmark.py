@@ -8,10 +8,14 @@ no byte of any payload.
 
 import time
 
+import pytest
+
 import strategies
 from harness.targets.vulkan.lowering import VulkanLowering, payload_digest
 from harness.pipeline.model import pipeline
 from tests.helpers.tables import TRANSITIONS_ONLY
+
+FULL_TIER_ONLY = "its one test lowers resnet18 once per strategy beside the shared prefix (89 s)"
 
 MODEL = "resnet18"
 
@@ -20,6 +24,7 @@ def _payloads(lowered):
     return [p.result.processed_bytes for p in lowered.partitions]
 
 
+@pytest.mark.slow
 def test_sweep_with_shared_prefix_against_relowering_per_strategy(benchmark):
     """Each strategy from the shared prefix gives the payloads of a lowering with that strategy
     throughout: those its own prefix finishes with, and those the lowering itself serialized."""

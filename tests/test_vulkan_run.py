@@ -110,6 +110,7 @@ def test_a_bad_runner_path_is_one_clear_error(tmp_path, capsys):
     assert "is not an executable file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_pybindings_measure_a_real_program(xnnpack_program, tmp_path):
     path, exported = xnnpack_program
     fields = runners.run_program(runners.Pybindings(), path, exported.module(), exported.example_inputs[0],
@@ -123,6 +124,7 @@ def test_pybindings_measure_a_real_program(xnnpack_program, tmp_path):
     assert fields["gpu_dispatch_ms"] is None  # no node map: not an ET-VK program
 
 
+@pytest.mark.slow
 def test_a_wrong_answer_is_measured_as_such(xnnpack_program, tmp_path):
     path, exported = xnnpack_program
 
@@ -150,6 +152,7 @@ def stand_in_runner(tmp_path) -> Path:
     return _stand_in(tmp_path)
 
 
+@pytest.mark.slow
 def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand_in_runner, runner_processes):
     """Runner processes of warm-up and timed executions; the latency is the fastest one's median
     timed Method::execute event, from the ETDumps kept beside the program."""
@@ -166,6 +169,7 @@ def test_executor_runner_driver_with_a_stand_in(xnnpack_program, tmp_path, stand
     assert fields["transition_time_share"] is None  # no node map: not an ET-VK program
 
 
+@pytest.mark.slow
 def test_a_runner_without_the_event_tracer_is_timed_by_wall_clock(xnnpack_program, tmp_path, runner_processes):
     """No ETDump: the process that ran warm-up and timed executions was the warm-up, then
     (wall(N + 1) - wall(1)) / N per repeat; the record says its latency is a wall clock's."""
@@ -180,6 +184,7 @@ def test_a_runner_without_the_event_tracer_is_timed_by_wall_clock(xnnpack_progra
     assert not (tmp_path / "work" / "model.etdump").exists()
 
 
+@pytest.mark.slow
 def test_relative_paths_reach_the_runner_absolute(xnnpack_program, tmp_path, monkeypatch, stand_in_runner):
     """The runner starts in its work directory; a relative program path (a relative results
     directory, the default) must still name the program."""
@@ -203,6 +208,7 @@ def test_a_runner_on_path_or_in_the_cache_needs_no_flag(monkeypatch, tmp_path, s
     assert runners.find_runtime(None).path == runners.cached_runner()
 
 
+@pytest.mark.slow
 def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, monkeypatch):
     # The pybindings have no VulkanBackend, so loading the ET-VK program fails in the child.
     monkeypatch.setattr("harness.targets.vulkan.targets.find_runtime", lambda et_runner, from_environment: runners.Pybindings())
@@ -215,6 +221,7 @@ def test_runtime_failure_is_a_failed_record_and_the_program_is_kept(tmp_path, mo
     assert (tmp_path / "programs" / "synthetic_small" / "bfs-downstream.pte").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_no_worker_loads_early_beside_a_timed_run(tmp_path, monkeypatch, stand_in_runner):
     """vulkan-run times programs: the next model's worker reads nothing (not even a cached
     prefix) until the model before it has finished: the first measurement waits 5 s for a

@@ -101,6 +101,7 @@ def _cold(environment: dict) -> dict:
     return {**environment, "LAYOUTBENCH_NO_SERVER": "1"}
 
 
+@pytest.mark.slow
 def test_a_command_through_the_server_is_the_command_without_it(environment, tmp_path):
     served = _status(environment)["served"]
     for args in (["list", "strategies"], ["list", "models", "--zoo", "quick"], ["run", "--zoo", "huge"], ["bogus"]):
@@ -115,6 +116,7 @@ def test_a_command_through_the_server_is_the_command_without_it(environment, tmp
     assert _status(environment)["served"] == served + 5
 
 
+@pytest.mark.slow
 def test_an_edited_strategy_is_measured_afresh(environment, tmp_path):
     plug = tmp_path / "plug.py"
     run = ["run", "--models", "synthetic_small", "--strategies", "plug.py:Plug", "--format", "json"]
@@ -154,6 +156,7 @@ EDITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", EDITS)
 def test_a_file_saved_twice_within_a_second_is_measured_as_saved_warm_and_cold(environment, tmp_path, case):
     """Python validates cached bytecode by the source's mtime in whole seconds and its size: two
@@ -324,6 +327,7 @@ def test_python_m_runs_through_the_server_and_other_interpreter_flags_without_it
     assert _status(environment)["served"] == served + 1
 
 
+@pytest.mark.slow
 def test_a_stopped_server_holds_no_client_and_runs_no_command_given_up_on(environment):
     status = _status(environment)
     os.kill(status["pid"], signal.SIGSTOP)
@@ -340,6 +344,7 @@ def test_a_stopped_server_holds_no_client_and_runs_no_command_given_up_on(enviro
     assert _status(environment)["served"] == status["served"]  # the command its client gave up on never ran
 
 
+@pytest.mark.slow
 def test_a_server_stopped_after_it_took_the_command_holds_its_client_for_a_bounded_time(environment, tmp_path):
     run = subprocess.Popen([str(LAYOUTBENCH), "run", "--models", "synthetic_small", "--strategies", "all",
                             "--workers", "1", "--out", str(tmp_path), "--fresh"],
@@ -389,6 +394,7 @@ def test_a_slow_client_holds_no_other(environment):
     assert _status(environment)["served"] == served + 1
 
 
+@pytest.mark.slow
 def test_what_would_differ_runs_without_the_server(environment):
     served = _status(environment)["served"]
     other = _layoutbench({**environment, "OMP_NUM_THREADS": "1"}, "list", "targets")
@@ -405,6 +411,7 @@ def test_what_would_differ_runs_without_the_server(environment):
     assert _status(environment)["served"] == served
 
 
+@pytest.mark.slow
 def test_a_changed_import_sends_a_command_past_the_server_which_starts_again(tmp_path):
     site = tmp_path / "site"
     site.mkdir()

@@ -53,6 +53,7 @@ def test_an_abort_fails_its_measurement_and_the_sweep_goes_on(tmp_path):
     assert len(again.measured) == 0 and len(again.reused) == 4  # a repeatable crash is not paid twice
 
 
+@pytest.mark.slow
 def test_a_time_limit_fails_the_stuck_measurement_only(tmp_path):
     store = RecordStore(tmp_path)
     run_sweep(["synthetic_small"], [HANGS, "bfs-downstream"], "vulkan", store, fresh=True,
@@ -102,6 +103,7 @@ def test_the_next_worker_loads_its_cached_model_while_the_one_before_it_measures
     assert events.index(("stage", f"{MODELS[1]}: building the model")) > first_done, "measured in its turn"
 
 
+@pytest.mark.slow
 def test_each_record_has_its_workers_peak_memory_and_a_strategy_frees_what_it_held(tmp_path):
     """One worker, three strategies of a model with 64 MiB of weights: a strategy that kept
     its lowering alive would add about twice that to the next one's peak."""
@@ -155,6 +157,7 @@ def test_isolated_and_in_process_sweeps_agree(tmp_path, workers):
         ("bfs-downstream", "ok", 9), ("all-width-packed", "ok", isolated[1]["transitions"])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     command = [sys.executable, "-m", "harness.cli", "run", "--models", "synthetic_small", "--strategies",
@@ -183,6 +186,7 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path, kill):
     assert not ResultsDir(tmp_path).worker_crash_logs(), "no worker's empty crash log is left"
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_one_line_from_the_command_and_none_from_its_workers(tmp_path):
     """The terminal sends Ctrl-C to the command's whole process group: the sweep, its fork
     server and its workers; only the sweep answers."""
