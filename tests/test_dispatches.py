@@ -478,3 +478,22 @@ def test_calibrate_keeps_the_device_s_limits_with_its_nodes_or_takes_them_stated
     with pytest.raises(SystemExit):
         cli.main(["calibrate", "--fit", str(unknown), "--limits", "maxImageDimension3D=big"])
     assert "argument --limits: expected NAME=NUMBER" in capsys.readouterr().err
+
+
+def test_costs_prices_each_operator_per_element_from_runs_made_elsewhere(imported, tmp_path, capsys):
+    """The ``costs`` command on the imported runs: one row per (device, operator, representations),
+    its time per output element, and the file it also writes holding the same table."""
+    from harness import cli
+
+    out, _ = imported
+    written = tmp_path / "costs.json"
+    assert cli.main(["costs", str(out), str(out), "--format", "json", "--out", str(written)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == json.loads(written.read_text())
+    priced = {(row["operator"], row["output"]) for row in rows}
+    width, channels = "TEXTURE_3D/WIDTH_PACKED", "TEXTURE_3D/CHANNELS_PACKED"
+    # the two strategies gave add both packings, and their transitions go both ways
+    assert {("aten.add.Tensor", width), ("aten.add.Tensor", channels), ("transition", width),
+            ("transition", channels)} <= priced
+    assert all(row["ns_per_element"] > 0 and row["runs"] == 2 and row["spread"] == 0 for row in rows)
+    assert len({(row["device"], row["operator"], row["inputs"], row["output"]) for row in rows}) == len(rows)
