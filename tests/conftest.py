@@ -62,9 +62,10 @@ SMALL_MODEL = "synthetic_small"
 
 def fast_on_the_small_model(names: list[str]) -> list:
     """Parameters over models whose full-size ones are marked slow: lowering one from an empty
-    cache costs 45-400 s (docs/testing.md), so the fast tier keeps the small model's cases and
+    cache costs 44-415 s (docs/testing.md), so the fast tier keeps the small model's cases and
     the full tier adds the rest, asserting the same."""
     return [name if name == SMALL_MODEL else pytest.param(name, marks=pytest.mark.slow) for name in names]
+
 
 if not IN_XDIST_WORKER:
     _table = os.path.join(tempfile.mkdtemp(prefix="layoutbench-costs-"), "transitions-only.json")

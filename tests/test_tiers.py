@@ -12,16 +12,13 @@ from .conftest import COLLECTED
 def files_without_a_fast_test(items) -> list[str]:
     """The test files among ``items`` whose every test is marked slow and which do not say why
     (a module-level ``FULL_TIER_ONLY`` string)."""
-    slow_only: dict[Path, bool] = {}
+    slow_only, modules = {}, {}
     for item in items:
         path = Path(item.fspath)
         slow_only[path] = slow_only.get(path, True) and item.get_closest_marker("slow") is not None
+        modules[path] = item.module
     return sorted(path.name for path, only in slow_only.items()
-                  if only and not getattr(_module(items, path), "FULL_TIER_ONLY", ""))
-
-
-def _module(items, path):
-    return next(item.module for item in items if Path(item.fspath) == path)
+                  if only and not getattr(modules[path], "FULL_TIER_ONLY", ""))
 
 
 def test_every_test_file_keeps_a_fast_test(request):
