@@ -192,8 +192,10 @@ def test_ctrl_c_is_one_line_from_the_command_and_none_from_its_workers(tmp_path)
     server and its workers; only the sweep answers."""
     command = [sys.executable, "-m", "harness.cli", "run", "--models", "synthetic_small", "--strategies",
                f"bfs-downstream,{HANGS}", "--workers", "1", "--out", str(tmp_path), "--fresh"]
+    # As a terminal starts it: Ctrl-C at its default, whatever the test runner ignores (a runner
+    # started in the background by a script ignores it, and so would the command it starts).
     sweep = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         stderr = lines_of(sweep.stderr)
         assert wait_for_line(stderr, "synthetic_small / bfs-downstream: ok", timeout=300)
