@@ -4,7 +4,7 @@ against one left out at a time (``layoutbench calibrate --validate``).
 Families: the quick zoo; convolutional and mobile networks; ViTs and hybrids (``.unfused``
 where that makes one partition, several partitions where the model has them); EdgeTAM's
 parts; int8 variants that ET-VK runs; a synthetic model of three partitions; and seeded
-``kernels:<seed>`` models, which sample the shapes the real ones leave out. Every one runs on
+``kernels:<seed>`` and ``convs:<seed>`` models, which sample the shapes the real ones leave out. Every one runs on
 ET-VK 1.5.1: fastvit_t8, levit_128s, repvit_m1, timm:coat_lite_tiny and timm:efficientvit_b0
 lower but do not (docs/gpu-time.md says why).
 """
@@ -34,6 +34,9 @@ CALIBRATION_CORPUS = (
     # shapes sampled over a wide range; the last five seeds draw feature maps of 159 to 223
     # pixels a side, which the first sixteen reach once (kernels:11)
     *(f"kernels:{seed}" for seed in (*range(16), 17, 27, 36, 44, 59)),
+    # the convolutions ET-VK runs with its direct shader (grouped, dilated) and wide depthwise
+    # kernels, at the timm catalog's sizes
+    *(f"convs:{seed}" for seed in range(16)),
 )
 
 add_to_zoo("calibration", *CALIBRATION_CORPUS)
