@@ -28,7 +28,7 @@ from harness.results.schema import metric
 from harness.results.store import RecordStore
 from harness.sweep.planning import run_sweep
 from harness.targets import HostSettings, MeasureContext, RunSettings
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 from layoutkit.files import cache_root
 import models
 

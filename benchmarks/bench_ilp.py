@@ -8,7 +8,7 @@ minutes to lower, so they are benchmarked only with ``LAYOUTBENCH_BENCH_ZOO=full
 
 from benchmarks._suites import BENCH_ZOO
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 from strategies.ilp import partition_problems, solve
 from strategies.ilp_model import formulate
 

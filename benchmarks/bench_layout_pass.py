@@ -11,10 +11,10 @@ reason.
 import strategies
 from benchmarks._suites import BENCH_MODELS, suite_costs, warm_caches
 from harness.errors import LayoutbenchError
-from harness.targets.vulkan.lowering_memory import lowering_peak_bytes
+from harness.targets.vulkan.compile.lowering_memory import lowering_peak_bytes
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.targets.vulkan.lowering import run_layout_pass
+from harness.targets.vulkan.compile.lowering import run_layout_pass
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 
 STRATEGIES = strategies.list_strategies()
 
@@ -48,7 +48,7 @@ class Lowering:
     """Peak memory of lowering each model with the pinned pass (a new process loading its
     export, then to_edge, partitioning and preprocess); strategies change only the layout
     pass, whose memory is small next to ExecuTorch's prefix passes. Measured once per
-    lowering identity (``harness.targets.vulkan.lowering_memory``), so a commit that changes no
+    lowering identity (``harness.targets.vulkan.compile.lowering_memory``), so a commit that changes no
     lowering code reads it instead of lowering every model again."""
 
     params = (BENCH_MODELS,)

@@ -3,7 +3,7 @@
 representations it read and wrote and its GPU time, and a row per program. Kept as one file
 (the calibration's kept runs: JSON Lines, gzipped): :func:`write_measurements`,
 :func:`read_measurements`. Reading them from a run's ETDumps is the Vulkan target's
-(:mod:`harness.targets.vulkan.measured_nodes`)."""
+(:mod:`harness.targets.vulkan.local.measured_nodes`)."""
 
 import gzip
 import json

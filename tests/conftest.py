@@ -52,7 +52,7 @@ os.environ["LAYOUTBENCH_NO_SERVER"] = "1"
 
 from costmodel.table import COSTS_ENV  # noqa: E402
 from harness.cache import KINDS  # noqa: E402
-from harness.targets.vulkan import runners  # noqa: E402
+from harness.targets.vulkan.local import runners  # noqa: E402
 import models  # noqa: E402
 from tests.helpers.tables import TRANSITIONS_ONLY  # noqa: E402
 

@@ -19,6 +19,7 @@ from harness.targets import get_target, list_targets
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 V1_RESULTS = Path(__file__).resolve().parent / "data" / "results-v1"
+CODE = ("layoutkit", "costmodel", "harness", "strategies", "models", "benchmarks")
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess:
@@ -29,25 +30,28 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess:
 def test_import_contracts_hold():
     kept = _lint_imports(ROOT)
     assert kept.returncode == 0, kept.stdout
-    assert "Contracts: 11 kept, 0 broken." in kept.stdout
+    assert "Contracts: 12 kept, 0 broken." in kept.stdout
 
 
 @pytest.mark.parametrize("module, line, contract, shown", [
-    ("strategies/bfs_downstream.py", "from harness.targets.vulkan import metrics",
+    ("strategies/bfs_downstream.py", "from harness.targets.vulkan.compile import metrics",
      "strategies import, of ours, only the shared kernel and the cost model",
-     "strategies.bfs_downstream -> harness.targets.vulkan.metrics"),
+     "strategies.bfs_downstream -> harness.targets.vulkan.compile.metrics"),
     ("costmodel/table.py", "from strategies import representations",
      "the cost model imports, of ours, only the shared kernel", "costmodel.table -> strategies.representations"),
     ("layoutkit/errors.py", "import harness.cache", "the shared kernel imports nothing of ours",
      "layoutkit.errors -> harness.cache"),
     ("harness/results/store.py", "from harness.cache import DiskCache",
      "the results layer imports, of ours, only the shared kernel", "harness.results.store -> harness.cache"),
-    ("harness/pipeline/model.py", "from harness.targets.vulkan import serialization",
-     "the model pipeline imports no target", "harness.pipeline.model -> harness.targets.vulkan.serialization"),
+    ("harness/pipeline/model.py", "from harness.targets.vulkan.compile import serialization",
+     "the model pipeline imports no target", "harness.pipeline.model -> harness.targets.vulkan.compile.serialization"),
     ("harness/sweep/workers.py", "from harness.sweep import ray_cluster", "no import cycle inside the harness",
      ".workers -> .ray_cluster"),
     ("harness/warm/server.py", "import strategies", "the warm server imports, of ours, only its own package",
      "harness.warm.server -> strategies"),
+    ("harness/targets/vulkan/remote/packing.py", "from harness.targets.vulkan.local import runners",
+     "Vulkan stages: compile and remote import neither local nor each other",
+     "harness.targets.vulkan.remote.packing -> harness.targets.vulkan.local.runners"),
 ])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract, shown):
     for item in ("layoutkit", "costmodel", "harness", "strategies", "models", "benchmarks", "tests", "pyproject.toml"):
@@ -61,6 +65,22 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract
     assert shown in broken.stdout
 
 
+def _unnamed_packages(root: Path, page: str) -> list[str]:
+    """The packages under ``root`` (each directory of our code with an ``__init__.py``) that
+    ``page`` does not name as `path/`."""
+    found = [init.parent.relative_to(root).as_posix()
+             for package in CODE for init in (root / package).rglob("__init__.py")]
+    return sorted(name for name in found if f"`{name}/`" not in page)
+
+
+def test_every_package_is_named_in_the_architecture_page(tmp_path):
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    assert _unnamed_packages(ROOT, page) == []
+    (tmp_path / "harness" / "targets" / "vulkan" / "deploy").mkdir(parents=True)
+    (tmp_path / "harness" / "targets" / "vulkan" / "deploy" / "__init__.py").touch()
+    assert _unnamed_packages(tmp_path, page) == ["harness/targets/vulkan/deploy"]
+
+
 def _lines(path: Path) -> int:
     return len(path.read_text().splitlines())
 
@@ -71,7 +91,7 @@ def test_the_command_line_module_stays_within_300_lines():
 
 def test_readme_stays_within_300_lines_and_modules_within_350():
     assert _lines(ROOT / "README.md") <= 300
-    for package in ("layoutkit", "costmodel", "harness", "strategies", "models", "benchmarks"):
+    for package in CODE:
         for module in (ROOT / package).rglob("*.py"):
             name = str(module.relative_to(ROOT))
             assert _lines(module) <= 350, f"{name}: {_lines(module)} lines"
@@ -84,12 +104,12 @@ def test_readme_stays_within_300_lines_and_modules_within_350():
 # device runs programs with (remote_runner.py, which reads ET-VK's device index as its runner does).
 ENVIRONMENT_ENTRIES = {"harness/cli.py", "harness/commands/explore.py", "benchmarks/__init__.py",
                        "benchmarks/_suites.py", "harness/warm/server.py", "harness/warm/command_process.py",
-                       "harness/warm/client.py", "harness/sweep/job.py", "harness/targets/vulkan/lowering_memory.py",
-                       "harness/targets/arm/vgf_host.py", "harness/targets/vulkan/remote_runner.py"}
+                       "harness/warm/client.py", "harness/sweep/job.py", "harness/targets/vulkan/compile/lowering_memory.py",
+                       "harness/targets/arm/vgf_host.py", "harness/targets/vulkan/remote/remote_runner.py"}
 
 
 def test_the_environment_is_read_at_the_entries():
-    for package in ("layoutkit", "costmodel", "harness", "strategies", "models", "benchmarks"):
+    for package in CODE:
         for module in (ROOT / package).rglob("*.py"):
             name = str(module.relative_to(ROOT))
             if name not in ENVIRONMENT_ENTRIES:

@@ -74,7 +74,7 @@ def test_layout_pass_suite_times_the_real_pass_on_a_fresh_copy(monkeypatch):
 @pytest.mark.slow
 def test_lowering_memory_is_measured_once_per_lowering_identity(monkeypatch, tmp_path):
     from benchmarks import bench_layout_pass
-    from harness.targets.vulkan import lowering_memory
+    from harness.targets.vulkan.compile import lowering_memory
 
     monkeypatch.setattr(bench_layout_pass, "BENCH_MODELS", ["synthetic_small", "tests.helpers.user_models:data_dependent"])
     monkeypatch.setenv("LAYOUTBENCH_CACHE_DIR", str(with_shared_entries(tmp_path / "cache")))
@@ -198,7 +198,7 @@ def test_run_settings_for_programs_are_a_commits_unless_set():
 
 @pytest.fixture
 def real_runtime():
-    from harness.targets.vulkan import runners
+    from harness.targets.vulkan.local import runners
 
     if runners.find_runtime(None, os.environ.get(runners.RUNNER_ENV)) is None:
         pytest.skip(f"this test runs programs: {runners.NO_RUNTIME_REASON}")

@@ -4,7 +4,7 @@ import executorch.backends.vulkan.utils as vk_utils
 import pytest
 
 import strategies
-from harness.targets.vulkan import metrics, validator
+from harness.targets.vulkan.compile import metrics, validator
 from strategies.bfs_refined import BfsRefined
 from strategies.ilp import partition_problems
 
@@ -12,7 +12,7 @@ from .helpers import exhaustive
 from .conftest import QUICK_ZOO, fast_on_the_small_model
 from .test_ilp import RANDOM_GRAPHS
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 
 
 def _lower(model, name):

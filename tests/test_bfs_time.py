@@ -14,8 +14,8 @@ from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
 from harness.sweep.planning import run_sweep
 from harness.targets import MeasureContext
-from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import metrics, validator
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 import strategies
 from strategies.bfs_time import TimeSearch
 from strategies.ilp import TIME_RELATIVE_GAP, partition_problems, solve

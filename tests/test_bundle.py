@@ -19,9 +19,9 @@ from harness import cli
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, make_record
-from harness.targets.vulkan import packing, weightless
-from harness.targets.vulkan.remote_import import import_remote
-from harness.targets.vulkan.remote_runner import etdump_paths, runner_command
+from harness.targets.vulkan.local.remote_import import import_remote
+from harness.targets.vulkan.remote import packing, weightless
+from harness.targets.vulkan.remote.remote_runner import etdump_paths, runner_command
 
 from .test_remote_runs import _program
 from .test_vulkan_run import real_runner  # noqa: F401  (a fixture)
@@ -314,8 +314,8 @@ def _timed_executions(etdumps: list[Path], iterations: int, transition: list[boo
     read with ExecuTorch's Inspector."""
     from executorch.devtools import Inspector
 
-    from harness.targets.vulkan.dispatches import _dispatch_event
-    from harness.targets.vulkan.latency import read_runtime_times
+    from harness.targets.vulkan.local.dispatches import _dispatch_event
+    from harness.targets.vulkan.local.latency import read_runtime_times
 
     timed = {"latency_ms_median": [], "gpu_dispatch_ms": [], "transition_gpu_ms": []}
     for etdump in etdumps:
@@ -339,11 +339,11 @@ def test_run_sh_under_dash_gives_the_records_remote_runner_py_gives(results, tmp
     one run's times by up to 10x against the next's: runs in turn share it, and where run.sh's runs
     alone met a burst of it, two runs more (run.sh, remote_runner.py), up to three times, and all of
     them judge."""
-    from harness.targets.vulkan.device import vulkan_device, vulkan_limits
-    from harness.targets.vulkan.dispatches import read_dispatches
-    from harness.targets.vulkan.latency import LATENCY_FIELDS
-    from harness.targets.vulkan.remote_import import RUN_FIELDS
-    from harness.targets.vulkan.targets import read_node_map
+    from harness.targets.vulkan.local.dispatches import read_dispatches
+    from harness.targets.vulkan.local.latency import LATENCY_FIELDS
+    from harness.targets.vulkan.local.remote_import import RUN_FIELDS
+    from harness.targets.vulkan.remote.device import vulkan_device, vulkan_limits
+    from harness.targets.vulkan.local.dispatches import read_node_map
 
     settings = {"warmup": 1, "iterations": 4, "processes": 2}
     options = [f"--{name}={value}" for name, value in settings.items()]
@@ -362,7 +362,7 @@ def test_run_sh_under_dash_gives_the_records_remote_runner_py_gives(results, tmp
         if tool == "py":  # a script of its own, as on another machine: a child of this process would count
             # this process's resident memory in its peak (a child's maxrss includes what it exec'd from)
             returned = tmp_path / f"{index}.tar"
-            done = subprocess.run([sys.executable, str(REPO / "harness/targets/vulkan/remote_runner.py"),
+            done = subprocess.run([sys.executable, str(REPO / "harness/targets/vulkan/remote/remote_runner.py"),
                                    str(tmp_path / "packed"), str(real_runner.path), str(returned), *options],
                                   capture_output=True, text=True)
         else:

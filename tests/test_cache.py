@@ -18,8 +18,8 @@ import strategies
 from harness.cache import MAGIC, DiskCache
 from harness.errors import UsageError
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan import serialization
-from harness.targets.vulkan.prefix import LOWERING_PREFIX, PREFIXES, prefix_key, vulkan_lowering
+from harness.targets.vulkan.compile import serialization
+from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX, PREFIXES, prefix_key, vulkan_lowering
 from harness.warm import client
 from layoutkit.files import TRUST_SHARED_ENV
 
@@ -301,8 +301,8 @@ def test_cached_prefixes_load_in_a_new_process():
     defines some operators, EDGE_DO_NOT_DECOMP ones, only while lowering)."""
     for model in QUICK_ZOO:
         vulkan_lowering(pipeline(model))  # the entry exists
-    script = ("import os, sys, models; from harness.targets.vulkan.prefix import PREFIXES, prefix_key; "
-              "from harness.targets.vulkan import serialization; from layoutkit.files import CacheSettings, install; "
+    script = ("import os, sys, models; from harness.targets.vulkan.compile.prefix import PREFIXES, prefix_key; "
+              "from harness.targets.vulkan.compile import serialization; from layoutkit.files import CacheSettings, install; "
               "install(CacheSettings.from_environment(os.environ)); "
               "[serialization.loads(PREFIXES.read(prefix_key(name))) for name in models.list_models(zoo='quick')]; "
               "print('loaded')")

@@ -21,9 +21,9 @@ from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
 from harness.sweep.planning import run_sweep
 from harness.targets import MeasureContext
-from harness.targets.vulkan import metrics
-from harness.targets.vulkan.device import vulkan_device, vulkan_limits
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import metrics
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
+from harness.targets.vulkan.remote.device import vulkan_device, vulkan_limits
 import strategies
 from strategies.calibration import round_name
 from strategies.representations import image_extents

@@ -23,8 +23,9 @@ from harness.inspection import costs, profile
 from harness.pipeline.model import pipeline
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, make_record
-from harness.targets.vulkan import latency, metrics
-from harness.targets.vulkan.dispatches import (
+from harness.targets.vulkan.compile import metrics
+from harness.targets.vulkan.local import latency
+from harness.targets.vulkan.local.dispatches import (
     STAGING,
     STAGING_KERNELS,
     attributed_gpu_fields,
@@ -32,10 +33,10 @@ from harness.targets.vulkan.dispatches import (
     node_map,
     read_dispatches,
 )
-from harness.targets.vulkan.measured_nodes import load_measurements
-from harness.targets.vulkan.prefix import vulkan_lowering
-from harness.targets.vulkan.remote_archive import MADE_BY
-from harness.targets.vulkan.remote_import import import_remote
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
+from harness.targets.vulkan.local.measured_nodes import load_measurements
+from harness.targets.vulkan.local.remote_import import import_remote
+from harness.targets.vulkan.remote.remote_archive import MADE_BY
 from layoutkit.errors import UsageError
 import strategies
 from tests.helpers.tables import TRANSITIONS_ONLY

@@ -10,14 +10,14 @@ import pytest
 import strategies
 from harness import cli
 from harness.inspection import graph_view
-from harness.targets.vulkan import metrics
+from harness.targets.vulkan.compile import metrics
 from harness.inspection.explain import compare_strategies, transitions_table
 from harness.results.store import make_record
 
 from .helpers.browser import chromium, screenshot
 from .helpers.failing_writes import fail_writes
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 
 
 def _json(capsys, argv) -> object:

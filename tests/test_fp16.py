@@ -20,9 +20,9 @@ from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
 from harness.sweep.planning import run_sweep
 from harness.targets import MeasureContext
-from harness.targets.vulkan import metrics
-from harness.targets.vulkan.dispatches import node_map, serialized_calls
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import metrics
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
+from harness.targets.vulkan.local.dispatches import node_map, serialized_calls
 from strategies.representations import element_bytes, tensor_bytes
 
 

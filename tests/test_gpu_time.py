@@ -27,9 +27,9 @@ from harness.results.store import RecordStore
 from harness.sweep.execution import Execution
 from harness.sweep.planning import run_sweep
 from harness.targets import MeasureContext
-from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.dispatches import node_map
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import metrics, validator
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
+from harness.targets.vulkan.local.dispatches import node_map
 import strategies
 from strategies.calibration import round_name
 from strategies.ilp import partition_problems, solve

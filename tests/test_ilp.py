@@ -3,13 +3,13 @@
 import pytest
 
 import strategies
-from harness.targets.vulkan import metrics, validator
+from harness.targets.vulkan.compile import metrics, validator
 from strategies.ilp import IlpLayout, partition_problems, solve
 
 from .helpers import exhaustive
 from .conftest import QUICK_ZOO, fast_on_the_small_model
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 
 RANDOM_GRAPHS = [f"synthetic:{6 + seed % 5}:{seed}" for seed in range(50)]
 HEURISTICS = ("bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed")

@@ -17,8 +17,9 @@ from harness.sweep.execution import Execution
 from harness.sweep.planning import run_sweep
 from harness.targets import MeasureContext
 from harness.targets.accuracy import tolerance
-from harness.targets.vulkan import metrics, runners, validator
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import metrics, validator
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
+from harness.targets.vulkan.local import runners
 from harness.targets.vulkan.targets import lower_and_count
 import models
 from models.quantization import is_quantized

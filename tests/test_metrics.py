@@ -5,9 +5,9 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemor
 from executorch.exir.dialects._ops import ops as exir_ops
 
 import strategies
-from harness.targets.vulkan import metrics
+from harness.targets.vulkan.compile import metrics
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 from tests.helpers.tables import TRANSITIONS_ONLY
 
 TEXTURE, BUFFER = VkStorageType.TEXTURE_3D, VkStorageType.BUFFER

@@ -22,9 +22,9 @@ from harness.inspection.explorer_ids import drawn_as
 from harness.inspection.explorer_server import NO_TOKEN_PAGE
 from harness.pipeline.model import pipeline
 from harness.results.store import make_record
-from harness.targets.vulkan.etrecord import model_edge_graph
-from harness.targets.vulkan.metrics import partition_transitions, predicted_gpu_time, transitions
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.etrecord import model_edge_graph
+from harness.targets.vulkan.compile.metrics import partition_transitions, predicted_gpu_time, transitions
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 import strategies
 
 from .helpers.browser import DevTools, chromium

@@ -9,13 +9,13 @@ from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPart
 from executorch.exir import to_edge_transform_and_lower
 
 import strategies
-from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.lowering import lowered_modules, payload_digest
+from harness.targets.vulkan.compile import metrics, validator
+from harness.targets.vulkan.compile.lowering import lowered_modules, payload_digest
 
 
 from .conftest import QUICK_ZOO, fast_on_the_small_model
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 from tests.helpers.tables import TRANSITIONS_ONLY
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.targets.vulkan import runners
+from harness.targets.vulkan.local import runners
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")

@@ -16,26 +16,32 @@ from pathlib import Path
 
 import pytest
 
-from harness.targets.vulkan import runners
-from harness.targets.vulkan.device import vulkan_limits
 from harness.results.store import RecordStore
-from harness.targets.vulkan.remote_import import import_remote
-from harness.targets.vulkan.remote_runner import RUNNER_ETDUMP, run_timed, time_runner
+from harness.targets.vulkan.local import runners
+from harness.targets.vulkan.local.remote_import import import_remote
+from harness.targets.vulkan.remote import remote_runner
+from harness.targets.vulkan.remote.device import vulkan_limits
+from harness.targets.vulkan.remote.remote_runner import RUNNER_ETDUMP, run_timed, time_runner
 
 from .test_vulkan_run import stand_in_runner, xnnpack_program  # noqa: F401  (fixtures)
 
 
 @pytest.mark.slow
 def test_remote_script_times_every_program_of_a_results_directory(xnnpack_program, tmp_path, stand_in_runner):
-    """remote_runner.py, as a plain script (it imports nothing of ours but device.py), on a results
-    directory's programs; a program the runner cannot run is reported, not fatal."""
+    """remote_runner.py, as a plain script in a folder with only the modules beside it that it
+    imports (device.py, weightless.py), on a results directory's programs; a program the runner
+    cannot run is reported, not fatal."""
     path, exported = xnnpack_program
     good = tmp_path / "results" / "programs" / "m" / "s.pte"
     good.parent.mkdir(parents=True)
     shutil.copy(path, good)
     runners.ExecutorRunner.write_inputs(list(exported.example_inputs[0]), good.with_suffix(".inputs"))
     (good.parent / "broken.pte").write_bytes(b"not a program")
-    script = Path(runners.__file__).with_name("remote_runner.py")
+    device_side = tmp_path / "device-side"
+    device_side.mkdir()
+    for module in ("remote_runner.py", "device.py", "weightless.py"):
+        shutil.copy(Path(remote_runner.__file__).with_name(module), device_side)
+    script = device_side / "remote_runner.py"
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "results"), str(stand_in_runner),
                            str(tmp_path / "out.tar"), "--iterations", "2", "--repeats", "2"],
                           capture_output=True, text=True, cwd=tmp_path)
@@ -61,7 +67,7 @@ def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():
 
 
 def test_a_new_program_removes_its_own_stale_etdumps_only(tmp_path):
-    from harness.targets.vulkan.targets import remove_etdumps
+    from harness.targets.vulkan.local.runners import remove_etdumps
 
     names = ["a.etdump", "a.2.etdump", "a.3.etdump", "a.py.Mine.etdump", "a.py.Mine.2.etdump", "a.pte", "b.etdump"]
     for name in names:
@@ -97,7 +103,7 @@ def _program(tmp_path, name: str, strategy: str = "bfs-downstream") -> Path:
     """A Vulkan program of ``name`` with its inputs, where vulkan-run leaves them."""
     import strategies
     from harness.pipeline.model import pipeline
-    from harness.targets.vulkan.prefix import vulkan_lowering
+    from harness.targets.vulkan.compile.prefix import vulkan_lowering
     from harness.targets.vulkan.targets import write_program
 
     model = pipeline(name)
@@ -107,7 +113,7 @@ def _program(tmp_path, name: str, strategy: str = "bfs-downstream") -> Path:
 
 
 def test_a_program_travels_without_its_weights_and_gets_random_ones_back(tmp_path):
-    from harness.targets.vulkan.weightless import REFILLED_TYPES, refill, strip
+    from harness.targets.vulkan.remote.weightless import REFILLED_TYPES, refill, strip
 
     original = _program(tmp_path, "synthetic_small").read_bytes()
     stripped, manifest = strip(original)
@@ -129,7 +135,7 @@ def test_a_program_travels_without_its_weights_and_gets_random_ones_back(tmp_pat
 
 
 def test_an_int8_program_keeps_its_other_constants(tmp_path):
-    from harness.targets.vulkan.weightless import strip
+    from harness.targets.vulkan.remote.weightless import strip
 
     _, manifest = strip(_program(tmp_path, "synthetic_small.int8").read_bytes())
     assert {"INT8", "FLOAT32"} >= {region["dtype"] for region in manifest} >= {"INT8"}
@@ -138,9 +144,9 @@ def test_an_int8_program_keeps_its_other_constants(tmp_path):
 def test_packed_programs_run_remotely_with_their_weights_refilled(tmp_path):
     """A pack holds each program stripped, its manifest, and one copy of identical inputs;
     remote_runner.py runs the programs with their weights filled again."""
-    from harness.targets.vulkan.remote_runner import _with_weights
-    from harness.targets.vulkan.packing import pack
-    from harness.targets.vulkan.weightless import MANIFEST_SUFFIX
+    from harness.targets.vulkan.remote.packing import pack
+    from harness.targets.vulkan.remote.remote_runner import _with_weights
+    from harness.targets.vulkan.remote.weightless import MANIFEST_SUFFIX
 
     first = _program(tmp_path, "synthetic_small")
     _program(tmp_path, "synthetic_small", "all-width-packed")

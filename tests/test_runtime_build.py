@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.targets.vulkan import runners, runtime_build, runtime_source
+from harness.targets.vulkan.local import runners, runtime_build, runtime_source
 
 DEFAULT_SOURCE = Path.home() / ".cache" / "layoutbench-src" / "executorch"
 STAND_IN = Path(__file__).parent / "helpers" / "fake_executor_runner.py"

@@ -4,8 +4,8 @@ import pytest
 
 from harness.errors import InvalidAssignmentError, UnknownNameError
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan import validator
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import validator
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 import strategies
 
 BUILT_INS = {"bfs-downstream", "bfs-refined", "dfs-upstream", "all-width-packed"}

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import strategies
-from harness.targets.vulkan.lowering import VulkanLowering, payload_digest
+from harness.targets.vulkan.compile.lowering import VulkanLowering, payload_digest
 from harness.pipeline.model import pipeline
 from tests.helpers.tables import TRANSITIONS_ONLY
 

@@ -17,16 +17,16 @@ import pytest
 
 import strategies
 from harness import cli
-from harness.targets.vulkan import runners
+from harness.targets.vulkan.local import runners
 from harness.results.store import RecordStore
 from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.targets import MeasureContext
 from harness.targets.accuracy import flat_outputs
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
+from harness.targets.vulkan.compile.prefix import PREFIXES, prefix_key, vulkan_lowering
 
-from harness.targets.vulkan.remote_runner import etdump_paths
+from harness.targets.vulkan.remote.remote_runner import etdump_paths
 
 from .helpers.fake_executor_runner import WITHOUT_EVENT_TRACER
 from .helpers.sweep_events import SweepEvents
@@ -282,8 +282,8 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
     assert result["summary"]["latency_source"] == "etdump" and result["summary"]["load_ms"] > 0
     assert (results / "profile-synthetic_small-bfs-downstream-vs-all-width-packed.png").stat().st_size > 0
 
-    from harness.targets.vulkan.remote_import import import_remote
-    from harness.targets.vulkan.remote_runner import run_programs
+    from harness.targets.vulkan.local.remote_import import import_remote
+    from harness.targets.vulkan.remote.remote_runner import run_programs
 
     run_programs(results, real_runner.path, tmp_path / "remote.tar", warmup=1, iterations=2, repeats=2, processes=2)
     imported = import_remote(results, tmp_path / "remote.tar", tmp_path / "remote")
@@ -302,7 +302,7 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
 def test_real_runtime_runs_every_strategy_on_a_model_of_several_partitions(tmp_path, real_runner, capsys):
     """Three Vulkan partitions with CPU operators between them: every built-in strategy's
     program runs, with its latency and its GPU time attributed to the nodes of each partition."""
-    from harness.targets.vulkan.targets import program_dispatches
+    from harness.targets.vulkan.local.dispatches import program_dispatches
 
     code = cli.main(["run", "--models", "synthetic_partitioned", "--strategies", "all", "--target", "vulkan-run",
                      "--out", str(tmp_path), "--iterations", "1", "--processes", "1", "--format", "json"])

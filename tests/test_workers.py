@@ -13,7 +13,7 @@ import pytest
 from harness.sweep.events import BuildingModel, Measuring, Recorded
 from harness.sweep.job import Job, run_job
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import PREFIXES, prefix_key, vulkan_lowering
+from harness.targets.vulkan.compile.prefix import PREFIXES, prefix_key, vulkan_lowering
 from harness.sweep.planning import run_sweep
 from harness.sweep.execution import Execution
 from harness.sweep.workers import JobTracker, crash_site, crashed

@@ -34,7 +34,7 @@ def calibrate(args) -> int:
     from costmodel.fit import fit
     from costmodel.measurements import write_measurements
     from harness.results.results_dir import ResultsDir
-    from harness.targets.vulkan.measured_nodes import load_measurements
+    from harness.targets.vulkan.local.measured_nodes import load_measurements
     from strategies.calibration import MAX_ROUNDS, round_name
 
     if args.rounds > MAX_ROUNDS:
@@ -132,7 +132,7 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
 def _pack_chosen(args, records: list[dict]) -> int:
     """``--pack``: the chosen programs, checked here, packed for the device, and what to do next."""
     from harness.errors import UsageError
-    from harness.targets.vulkan import packing
+    from harness.targets.vulkan.remote import packing
 
     if any(r["status"] != "ok" for r in records):
         raise UsageError(f"not packed: {sum(r['status'] != 'ok' for r in records)} of the {len(records)} programs "

@@ -11,7 +11,7 @@ from layoutkit import strict_json
 
 def pack(args) -> int:
     from harness.errors import UsageError
-    from harness.targets.vulkan import packing
+    from harness.targets.vulkan.remote import packing
 
     if args.runner and not args.bundle:
         raise UsageError("--runner goes into a bundle: add --bundle")
@@ -24,7 +24,7 @@ def pack(args) -> int:
 
 
 def import_remote(args) -> int:
-    from harness.targets.vulkan.remote_import import import_remote
+    from harness.targets.vulkan.local.remote_import import import_remote
 
     records = import_remote(args.results, args.archive, args.out, args.copy_programs, args.device,
                            args.limits)
@@ -102,7 +102,7 @@ def cache(args) -> int:
 def runtime(args) -> int:
     from harness.errors import UsageError
     from harness.targets import HostSettings
-    from harness.targets.vulkan import runtime_build
+    from harness.targets.vulkan.local import runtime_build
 
     host = HostSettings.from_environment(args.environment)
     if args.action == "build":

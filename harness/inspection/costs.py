@@ -18,8 +18,7 @@ import pandas as pd
 from harness.inspection.profile import by_representation, operator_kinds
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import STAGING
-from harness.targets.vulkan.targets import program_dispatches
+from harness.targets.vulkan.local.dispatches import STAGING, program_dispatches
 
 KEY = ["device", "operator", "inputs", "output"]
 

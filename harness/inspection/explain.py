@@ -18,10 +18,10 @@ from costmodel.table import CostTable
 from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
 from harness.results.table import tables_json
-from harness.targets.vulkan import validator
-from harness.targets.vulkan.lowering import LoweredProgram
-from harness.targets.vulkan.metrics import is_transition, partition_transitions
-from harness.targets.vulkan.prefix import vulkan_lowering
+from harness.targets.vulkan.compile import validator
+from harness.targets.vulkan.compile.lowering import LoweredProgram
+from harness.targets.vulkan.compile.metrics import is_transition, partition_transitions
+from harness.targets.vulkan.compile.prefix import vulkan_lowering
 import strategies
 from strategies.representations import (
     as_pair,

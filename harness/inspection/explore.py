@@ -12,7 +12,7 @@ from harness.inspection.node_facts import measured_dispatches, node_facts
 from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
 from harness.results.results_dir import ResultsDir
-from harness.targets.vulkan.etrecord import model_edge_graph
+from harness.targets.vulkan.compile.etrecord import model_edge_graph
 
 
 @dataclass(frozen=True)

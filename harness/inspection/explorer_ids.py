@@ -1,5 +1,5 @@
 """Where a lowered program's nodes are in the graph Model Explorer's ETRecord adapter draws
-of the model's edge program before delegation (:mod:`harness.targets.vulkan.etrecord`).
+of the model's edge program before delegation (:mod:`harness.targets.vulkan.compile.etrecord`).
 
 The adapter names a node as ExecuTorch's debug format does, the FX name and ``_``, in its
 graph ``forward``; the user's inputs are one node, ``GraphInputs``. A node of a partition is
@@ -19,7 +19,7 @@ import operator
 import torch
 
 from costmodel.signatures import op_name
-from harness.targets.vulkan.etrecord import EdgeGraph
+from harness.targets.vulkan.compile.etrecord import EdgeGraph
 
 GRAPH_ID = "forward"  # the adapter's id of the edge program's graph
 INPUTS_ID = "GraphInputs"  # the adapter's one node for the user's inputs

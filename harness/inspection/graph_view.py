@@ -12,8 +12,8 @@ import executorch.backends.vulkan.utils as vk_utils
 import graphviz
 
 from costmodel.signatures import op_name
-from harness.targets.vulkan.lowering import LoweredProgram
-from harness.targets.vulkan.metrics import is_transition
+from harness.targets.vulkan.compile.lowering import LoweredProgram
+from harness.targets.vulkan.compile.metrics import is_transition
 from strategies.representations import first_repr, repr_name
 
 # One colour per float representation (colour-blind-safe Okabe-Ito palette).

@@ -20,11 +20,10 @@ from harness.inspection.explain import node_representations
 from harness.inspection.explorer_ids import drawn_as
 from harness.inspection.profile import recorded_runs
 from harness.results.results_dir import ResultsDir
-from harness.targets.vulkan.dispatches import STAGING
-from harness.targets.vulkan.etrecord import EdgeGraph
-from harness.targets.vulkan.lowering import LoweredProgram
-from harness.targets.vulkan.metrics import assignments, partition_transitions
-from harness.targets.vulkan.targets import program_dispatches
+from harness.targets.vulkan.compile.etrecord import EdgeGraph
+from harness.targets.vulkan.compile.lowering import LoweredProgram
+from harness.targets.vulkan.compile.metrics import assignments, partition_transitions
+from harness.targets.vulkan.local.dispatches import STAGING, program_dispatches
 from strategies.layout_problem import needed_transitions
 
 

@@ -1,11 +1,11 @@
 """Where one strategy's program spends its GPU time, and what another strategy's choices
-change: tables over the dispatches of an ET-VK run (``harness.targets.vulkan.dispatches``,
+change: tables over the dispatches of an ET-VK run (``harness.targets.vulkan.local.dispatches``,
 one row per dispatch, attributed by delegate node id).
 
 Times are per inference: each dispatch's median over the inferences the ETDump holds.
 The strategy's transitions are their own operator row ("transition"), so a model's own
 clones stay under ``aten.clone.default``. Beside them, the run's latency as its record has
-it (``harness.targets.vulkan.latency``: the runtime's own events in the same ETDump).
+it (``harness.targets.vulkan.local.latency``: the runtime's own events in the same ETDump).
 :func:`profile_runs` is the ``profile`` command's work on the runs it made or found.
 """
 
@@ -17,9 +17,8 @@ from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.results.table import format_number, tables_json
-from harness.targets.vulkan.dispatches import STAGING, gpu_summary
-from harness.targets.vulkan.latency import LATENCY_FIELDS
-from harness.targets.vulkan.targets import program_dispatches
+from harness.targets.vulkan.local.dispatches import STAGING, gpu_summary, program_dispatches
+from harness.targets.vulkan.local.latency import LATENCY_FIELDS
 
 TRANSITION = "transition"
 

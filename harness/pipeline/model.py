@@ -2,7 +2,7 @@
 
 ``ModelPipeline(name)``: name -> :class:`models.ModelSpec` -> exported program (disk
 cache), and whatever stage a target derives from them and declares as a
-:class:`CachedStage` (ET-VK's lowering prefix: :mod:`harness.targets.vulkan.prefix`).
+:class:`CachedStage` (ET-VK's lowering prefix: :mod:`harness.targets.vulkan.compile.prefix`).
 Each stage runs on first use and is kept; a stage that failed raises the same error again
 without running twice. The sweep, ``explain``, every asv suite and the tests go through it;
 :func:`pipeline` keeps one per model for the life of a process (asv, tests).

@@ -17,7 +17,7 @@
     RESULTS/explorer/<model>/<strategy>[-vs-<other>]/NN-<overlay>.json     its node data, one file per overlay
     RESULTS/report.html, report.md, report_charts/         report's output
 
-``harness/targets/vulkan/remote_runner.py`` is the one other module that knows ``programs/``
+``harness/targets/vulkan/remote/remote_runner.py`` is the one other module that knows ``programs/``
 (and names the ETDumps of several processes, ``etdump_paths``): a script run with Python
 alone on another machine, it cannot import this module.
 """

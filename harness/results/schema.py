@@ -28,7 +28,7 @@ CONTEXT_KEYS = (
 )
 
 # The values of a record's latency_source: the runtime's own events in its ETDump, or a
-# clock outside the runtime (harness.targets.vulkan.latency).
+# clock outside the runtime (harness.targets.vulkan.local.latency).
 ETDUMP, WALL_CLOCK = "etdump", "wall-clock"
 
 

@@ -43,7 +43,7 @@ class HostSettings:
     starts (:meth:`from_environment`) and carried in the context to the measurements."""
 
     et_runner: str | None = None  # the runner, where --et-runner names none
-    vulkan_device_index: str | None = None  # the device ET-VK runs on (harness.targets.vulkan.device)
+    vulkan_device_index: str | None = None  # the device ET-VK runs on (harness.targets.vulkan.remote.device)
     vulkan_icd: str | None = None  # the Vulkan driver of the VGF scenario runner (None: lavapipe)
 
     @classmethod

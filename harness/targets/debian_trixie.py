@@ -2,7 +2,7 @@
 dynamic loader, for tools that need a newer glibc (or a newer build) than the host has.
 
 Used by the Arm ML SDK's binaries (:mod:`harness.targets.arm.vgf_host`) and by the glslc
-that compiles ET-VK's shaders (:mod:`harness.targets.vulkan.runtime_build`). ``fetch``
+that compiles ET-VK's shaders (:mod:`harness.targets.vulkan.local.runtime_build`). ``fetch``
 downloads packages with apt-get against trixie's archive (its own lists and cache, nothing
 on the system changes) and unpacks them into :func:`root`; :func:`start_command` is the
 shell line a wrapper script uses to start one of their binaries there.

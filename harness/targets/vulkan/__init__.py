@@ -1,2 +1,1 @@
-"""ET-VK targets: the lowering with a strategy plugged in, its metrics, validator and runners;
-registered in ``targets.py``."""
+"""ET-VK targets by stage: ``compile``, ``local`` (runs here), ``remote`` (runs elsewhere), joined in ``targets.py``."""

@@ -13,13 +13,14 @@ from harness.errors import LimitsExceededError, TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
 from harness.targets.base import MeasureContext, Target, register_target
-from harness.targets.vulkan import metrics, validator
-from harness.targets.vulkan.device import vulkan_device, vulkan_limits
-from harness.targets.vulkan.dispatches import node_map, prediction_error, read_dispatches
-from harness.targets.vulkan.latency import ETDUMP
-from harness.targets.vulkan.lowering import LoweredProgram, VulkanLowering
-from harness.targets.vulkan.prefix import LOWERING_PREFIX, vulkan_lowering
-from harness.targets.vulkan.runners import NO_RUNTIME_REASON, ExecutorRunner, find_runtime, run_program
+from harness.targets.vulkan.compile import metrics, validator
+from harness.targets.vulkan.compile.lowering import LoweredProgram, VulkanLowering
+from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX, vulkan_lowering
+from harness.targets.vulkan.local.dispatches import node_map, prediction_error, read_node_map
+from harness.targets.vulkan.local.latency import ETDUMP
+from harness.targets.vulkan.local.runners import (
+    NO_RUNTIME_REASON, ExecutorRunner, find_runtime, remove_etdumps, remove_program, run_program)
+from harness.targets.vulkan.remote.device import vulkan_device, vulkan_limits
 import strategies
 
 
@@ -65,21 +66,6 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict,
     return lowered, pte
 
 
-def remove_etdumps(program: Path) -> None:
-    """Delete the ETDumps kept beside ``program`` (``<stem>.etdump``, ``<stem>.N.etdump``),
-    not another strategy's whose name starts with ``<stem>.``."""
-    for stale in ResultsDir.etdumps(program):
-        stale.unlink()
-
-
-def remove_program(path: Path) -> None:
-    """Delete a program, its node map and its ETDumps (its inputs stay: no runner reads them without it)."""
-    path.unlink(missing_ok=True)
-    ResultsDir.beside(path, "node_map").unlink(missing_ok=True)
-    if path.parent.is_dir():
-        remove_etdumps(path)
-
-
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
     them (``.inputs/``, for ``remote_runner.py``); the stale ETDumps of an earlier program go."""
@@ -90,15 +76,6 @@ def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple)
     ResultsDir.beside(path, "node_map").write_text(json.dumps(node_map(lowered)))
     ExecutorRunner.write_inputs(list(inputs), ResultsDir.beside(path, "inputs"))
     return path
-
-
-def read_node_map(path: Path) -> dict:
-    return json.loads(ResultsDir.beside(path, "node_map").read_text())
-
-
-def program_dispatches(path: Path):
-    """The dispatches of the program at ``path``, from the ETDump and node map kept beside it."""
-    return read_dispatches(ResultsDir.beside(path, "etdump"), read_node_map(path))
 
 
 @register_target("vulkan")

@@ -13,7 +13,7 @@ Two runtimes, found in this order (``find_runtime``):
 
 Both run the program in a child process, so its peak resident memory is that process's
 alone (``os.wait4``), and both return the same :class:`RunResult`. The latency comes from
-the ETDump's events where there is one (``harness.targets.vulkan.latency``).
+the ETDump's events where there is one (``harness.targets.vulkan.local.latency``).
 """
 
 import os
@@ -25,11 +25,12 @@ from pathlib import Path
 import torch
 
 from layoutkit.files import cache_folder, refuse_if_others_can_write
+from harness.results.results_dir import ResultsDir
 from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
 from harness.targets.base import RUNNER_ENV, RunSettings
-from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields
-from harness.targets.vulkan.latency import latency_fields
-from harness.targets.vulkan.remote_runner import etdump_paths, run_child, run_timed, runner_command
+from harness.targets.vulkan.local.dispatches import GPU_FIELDS, attributed_gpu_fields
+from harness.targets.vulkan.local.latency import latency_fields
+from harness.targets.vulkan.remote.remote_runner import etdump_paths, run_child, run_timed, runner_command
 from layoutkit.errors import MeasurementError, UsageError
 
 RUNNER_NAME = "executor_runner"
@@ -106,7 +107,7 @@ class ExecutorRunner:
 
 
 class Pybindings:
-    """ExecuTorch's Python runtime, run in a child process (``harness.targets.vulkan.pybindings_worker``)."""
+    """ExecuTorch's Python runtime, run in a child process (``harness.targets.vulkan.local.pybindings_worker``)."""
 
     name = "pybindings"
 
@@ -114,7 +115,7 @@ class Pybindings:
         pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         torch.save(inputs, workdir / "inputs.pt")
         _, peak = _run_child([
-            sys.executable, "-m", "harness.targets.vulkan.pybindings_worker", str(pte), str(workdir),
+            sys.executable, "-m", "harness.targets.vulkan.local.pybindings_worker", str(pte), str(workdir),
             str(settings.warmup), str(settings.iterations),
         ], workdir, "the pybindings runtime")
         result = torch.load(workdir / "result.pt")
@@ -202,3 +203,18 @@ def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
     if etdumps and nodes is not None:
         fields.update(attributed_gpu_fields(etdumps[0], nodes))
     return fields
+
+
+def remove_etdumps(program: Path) -> None:
+    """Delete the ETDumps kept beside ``program`` (``<stem>.etdump``, ``<stem>.N.etdump``),
+    not another strategy's whose name starts with ``<stem>.``."""
+    for stale in ResultsDir.etdumps(program):
+        stale.unlink()
+
+
+def remove_program(path: Path) -> None:
+    """Delete a program, its node map and its ETDumps (its inputs stay: no runner reads them without it)."""
+    path.unlink(missing_ok=True)
+    ResultsDir.beside(path, "node_map").unlink(missing_ok=True)
+    if path.parent.is_dir():
+        remove_etdumps(path)

@@ -36,20 +36,10 @@ from harness.cache import DiskCache
 from harness.errors import RuntimeBuildError, UsageError
 from harness.targets import debian_trixie
 from harness.targets.base import HostSettings
-from harness.targets.vulkan.runtime_source import (
-    PREFIX,
-    SourceTree,
-    check_source,
-    cloned_source,
-    digest,
-    file_digest,
-    say,
-    source_tree,
-    staged_source,
-)
-from harness.targets.vulkan.runners import (
-    NO_RUNTIME_REASON, RUNNER_NAME, ExecutorRunner, locate_runtime, runtime_dir,
-)
+from harness.targets.vulkan.local.runners import (
+    NO_RUNTIME_REASON, RUNNER_NAME, ExecutorRunner, locate_runtime, runtime_dir)
+from harness.targets.vulkan.local.runtime_source import (
+    PREFIX, SourceTree, check_source, cloned_source, digest, file_digest, say, source_tree, staged_source)
 
 BUILD_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",

@@ -24,7 +24,7 @@ from costmodel.queries import pair_name
 from costmodel.signatures import node_values
 from costmodel.table import CostTable
 from harness.targets.edge_programs import cpu_ops
-from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram, VulkanLowering
+from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.layout_problem import LayoutProblem, extract, read_assignment
 from strategies.representations import (
     QUANTIZED_DTYPES,

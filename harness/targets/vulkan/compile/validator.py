@@ -15,8 +15,8 @@ from executorch.backends.vulkan.op_registry import get_op_features, has_impl
 
 from costmodel.signatures import node_values
 from harness.errors import InvalidAssignmentError
-from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
-from harness.targets.vulkan.metrics import is_transition
+from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.compile.metrics import is_transition
 from strategies.representations import as_pair, layouts_for, node_reprs, packed_dim_info, repr_name
 
 

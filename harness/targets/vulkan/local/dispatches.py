@@ -23,8 +23,9 @@ import executorch.backends.vulkan.utils as vk_utils
 import torch
 
 from costmodel.signatures import graph_digest, node_values, op_name, signature
-from harness.targets.vulkan.lowering import LoweredPartition, LoweredProgram
-from harness.targets.vulkan.metrics import is_transition
+from harness.results.results_dir import ResultsDir
+from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.compile.metrics import is_transition
 from strategies.representations import element_bytes, first_repr, repr_name
 
 if TYPE_CHECKING:
@@ -176,3 +177,12 @@ def prediction_error(fields: dict) -> float | None:
     if predicted is None or measured is None:
         return None
     return predicted / (measured - fields["staging_gpu_ms"]) - 1
+
+
+def read_node_map(path: Path) -> dict:
+    return json.loads(ResultsDir.beside(path, "node_map").read_text())
+
+
+def program_dispatches(path: Path):
+    """The dispatches of the program at ``path``, from the ETDump and node map kept beside it."""
+    return read_dispatches(ResultsDir.beside(path, "etdump"), read_node_map(path))

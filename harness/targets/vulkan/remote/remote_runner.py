@@ -4,17 +4,17 @@ vulkan-run runs its runner with :func:`run_timed`. The same code runs as a scrip
 (Python's standard library only) on a machine that has a runner and a GPU but no
 ExecuTorch, e.g. a GPU box reached through a job system::
 
-    python3 harness/targets/vulkan/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--processes 3]
+    python3 harness/targets/vulkan/remote/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--processes 3]
 
 It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
 them: each .pte with its inputs, ``.inputs/input-N.bin``; a program sent without its
-weights, :mod:`harness.targets.vulkan.weightless`, has them filled again first) in ``--processes`` runner
+weights, :mod:`harness.targets.vulkan.remote.weightless`, has them filled again first) in ``--processes`` runner
 processes of ``warmup + iterations`` executions each, and writes one tar: each program's
 ETDumps at their place under ``programs/`` (:func:`etdump_paths`) and ``remote.json`` (peak
 memory, the Vulkan device and its limits, the machine, and wall-clock latencies where the
 runner wrote no ETDump; ``--repeats`` is for those only).
 ``layoutbench import-remote`` turns it into records beside the ones of this machine,
-reading the latencies from the ETDumps' events there (``harness.targets.vulkan.latency``).
+reading the latencies from the ETDumps' events there (``harness.targets.vulkan.local.latency``).
 ``remote_runner.sh`` does the same in POSIX sh, for a device with no Python
 (``layoutbench pack --bundle``).
 """
@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 if __package__:
-    from harness.targets.vulkan.device import vulkan_device, vulkan_limits
-    from harness.targets.vulkan.weightless import MANIFEST_SUFFIX, refill
+    from harness.targets.vulkan.remote.device import vulkan_device, vulkan_limits
+    from harness.targets.vulkan.remote.weightless import MANIFEST_SUFFIX, refill
 else:  # run as a script, where neither harness nor ExecuTorch is importable
     from device import vulkan_device, vulkan_limits
     from weightless import MANIFEST_SUFFIX, refill
@@ -114,7 +114,7 @@ def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int
     """Run a program in ``processes`` runner processes of ``warmup + iterations`` executions
     each (``execute(count)`` returns its wall seconds and peak RSS). A runner built with the
     event tracer leaves an ETDump in ``workdir`` timing every execution itself (read where
-    ExecuTorch is installed: ``harness.targets.vulkan.latency``, which leaves the warm-up's out
+    ExecuTorch is installed: ``harness.targets.vulkan.local.latency``, which leaves the warm-up's out
     and takes the fastest process: one now and then runs a few per cent slow throughout); then
     no wall-clock latencies are returned (None). A runner without one is
     timed from outside, :func:`time_runner`, the first process having been its warm-up.

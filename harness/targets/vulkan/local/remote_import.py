@@ -1,4 +1,4 @@
-"""Records of programs run on another machine by ``harness/targets/vulkan/remote_runner.py``
+"""Records of programs run on another machine by ``harness/targets/vulkan/remote/remote_runner.py``
 or by ``remote_runner.sh`` (``run.sh`` of a bundle, for a device without Python).
 
 The programs were made here by ``run --target vulkan-run`` (records, .pte, node maps,
@@ -23,11 +23,11 @@ from harness.results.provenance import identity_fields
 from harness.results.results_dir import ResultsDir
 from harness.results.schema import METRICS
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error
-from harness.targets.vulkan.latency import LATENCY_FIELDS, latency_fields
-from harness.targets.vulkan.remote_archive import returned
-from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY, etdump_paths, wall_clock_latencies
-from harness.targets.vulkan.targets import read_node_map, remove_program
+from harness.targets.vulkan.local.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error, read_node_map
+from harness.targets.vulkan.local.latency import LATENCY_FIELDS, latency_fields
+from harness.targets.vulkan.local.runners import remove_program
+from harness.targets.vulkan.remote.remote_archive import returned
+from harness.targets.vulkan.remote.remote_runner import REMOTE_SUMMARY, etdump_paths, wall_clock_latencies
 
 NS_PER_S = 1e9
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance", *GPU_FIELDS,

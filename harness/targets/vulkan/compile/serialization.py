@@ -1,4 +1,4 @@
-"""A :class:`~harness.targets.vulkan.lowering.VulkanLowering` to bytes and back, whole.
+"""A :class:`~harness.targets.vulkan.compile.lowering.VulkanLowering` to bytes and back, whole.
 
 ExecuTorch's own serializer of edge programs (``exir.serde``, the one ETRecord uses) keeps
 the graph and its tensor values but not the node metadata that the layout pass, memory

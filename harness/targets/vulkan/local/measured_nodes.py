@@ -19,8 +19,7 @@ from costmodel.measurements import (
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.dispatches import STAGING, read_dispatches
-from harness.targets.vulkan.targets import read_node_map
+from harness.targets.vulkan.local.dispatches import STAGING, read_dispatches, read_node_map
 
 
 def _program_nodes(pte: Path) -> tuple[pd.DataFrame, list[float]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.targets.vulkan.runners import runtime_dir
+from harness.targets.vulkan.local.runners import runtime_dir
 
 PREFIX = "layoutbench runtime build"
 EXECUTORCH_GIT_URL = "https://github.com/pytorch/executorch.git"

@@ -1,6 +1,6 @@
 """The programs of a results directory packed for another machine (``layoutbench pack``).
 
-Both forms leave the programs' float and int8 weights out (:mod:`harness.targets.vulkan.weightless`:
+Both forms leave the programs' float and int8 weights out (:mod:`harness.targets.vulkan.remote.weightless`:
 their values do not change an ET-VK program's time) and carry each program's inputs, one copy
 of identical ones (a hard link):
 
@@ -10,7 +10,7 @@ of identical ones (a hard link):
 - **a bundle for remote_runner.sh** (an executor_runner but no Python: a phone, a board),
   a directory or a tar::
 
-      run.sh                      the POSIX sh script (``harness/targets/vulkan/remote_runner.sh``)
+      run.sh                      the POSIX sh script (``harness/targets/vulkan/remote/remote_runner.sh``)
       programs.list               one line per program: its number of inputs, its name
       fill/<TYPE>.bin             weightless.random_blocks(), one block per weight type used
       programs/<model>/<strategy>.cut      the program without its weights' bytes
@@ -32,7 +32,7 @@ import tarfile
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.targets.vulkan import remote_runner, weightless
+from harness.targets.vulkan.remote import remote_runner, weightless
 
 SCRIPT = Path(__file__).with_name("remote_runner.sh")
 BUNDLE_SCRIPT = "run.sh"

@@ -3,7 +3,7 @@ wrote or the directory ``run.sh`` filled (``import-remote``'s ARCHIVE).
 
 Its ``remote.json`` must have the shape those two write (:func:`shape_problem`), and its ETDumps
 are taken only where it promises them: each run's ``processes`` of them, at the places
-:func:`~harness.targets.vulkan.remote_runner.etdump_paths` names. A tar's members are checked
+:func:`~harness.targets.vulkan.remote.remote_runner.etdump_paths` names. A tar's members are checked
 with the standard library's extraction filter (``tarfile.data_filter``: no absolute path, no
 ``..``, no link out of the destination) before anything is extracted, and read whole first, so
 a truncated archive is refused before it is used. What is wrong is one :class:`UsageError`.
@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.targets.vulkan.remote_runner import REMOTE_SUMMARY
+from harness.targets.vulkan.remote.remote_runner import REMOTE_SUMMARY
 
 MADE_BY = "the tar remote_runner.py wrote or the directory run.sh filled"
 # What reading a damaged tar (cut short, corrupted) raises, by the layer that notices.

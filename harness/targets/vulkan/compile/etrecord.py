@@ -33,7 +33,7 @@ from costmodel.signatures import op_name
 from harness.cache import DiskCache
 from harness.pipeline.model import CachedStage, ModelPipeline
 from harness.results.provenance import code_digest
-from harness.targets.vulkan.prefix import prefix_key, vulkan_lowering
+from harness.targets.vulkan.compile.prefix import prefix_key, vulkan_lowering
 
 
 @dataclass(frozen=True)

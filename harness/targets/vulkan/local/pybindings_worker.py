@@ -1,7 +1,7 @@
-"""Child process of :class:`harness.targets.vulkan.runners.Pybindings`: load a .pte with ExecuTorch's Python
+"""Child process of :class:`harness.targets.vulkan.local.runners.Pybindings`: load a .pte with ExecuTorch's Python
 runtime, run warm-up and timed inferences, save latencies, outputs and the ETDump.
 
-``python -m harness.targets.vulkan.pybindings_worker PTE WORKDIR WARMUP ITERATIONS``; reads
+``python -m harness.targets.vulkan.local.pybindings_worker PTE WORKDIR WARMUP ITERATIONS``; reads
 ``WORKDIR/inputs.pt``, writes ``WORKDIR/result.pt`` and ``WORKDIR/model.etdump``.
 """
 

@@ -7,7 +7,7 @@ It depends on exactly what the model's lowering prefix depends on (model, torch,
 and timm versions, the lowering code), so it is kept under the prefix's key: a commit that
 changes a strategy, or none of those, reads it instead of lowering every model again.
 
-    python -m harness.targets.vulkan.lowering_memory MODEL    # the measured process itself
+    python -m harness.targets.vulkan.compile.lowering_memory MODEL    # the measured process itself
 """
 
 import json
@@ -19,8 +19,8 @@ import tempfile
 from harness.cache import DiskCache
 from harness.errors import LoweringError
 from harness.pipeline.model import pipeline
-from harness.targets.vulkan.prefix import prefix_key
-from harness.targets.vulkan.lowering import VulkanLowering
+from harness.targets.vulkan.compile.lowering import VulkanLowering
+from harness.targets.vulkan.compile.prefix import prefix_key
 
 PEAKS = DiskCache("lowering-memory")
 

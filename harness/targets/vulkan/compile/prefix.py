@@ -10,9 +10,9 @@ import models
 from harness.cache import DiskCache
 from harness.pipeline.model import CachedStage, ModelPipeline
 from harness.results.provenance import code_digest, provenance
-from harness.targets.vulkan import lowering as lowering_code
-from harness.targets.vulkan import pte, serialization
-from harness.targets.vulkan.lowering import VulkanLowering
+from harness.targets.vulkan.compile import lowering as lowering_code
+from harness.targets.vulkan.compile import pte, serialization
+from harness.targets.vulkan.compile.lowering import VulkanLowering
 
 PREFIXES = DiskCache("prefixes", mapped=True)  # its tensors are made in place (serialization.py)
 

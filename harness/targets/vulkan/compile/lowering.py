@@ -40,7 +40,7 @@ from torch.export import ExportedProgram
 from costmodel.table import CostTable
 from harness.errors import LoweringError
 from harness.targets.edge_programs import called_delegates, lowered_modules
-from harness.targets.vulkan.pte import EmittedProgram
+from harness.targets.vulkan.compile.pte import EmittedProgram
 from strategies.priced_layout import construct
 
 _REAL_APPLY_PASSES = vulkan_preprocess.apply_passes

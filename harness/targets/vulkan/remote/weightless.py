@@ -9,7 +9,7 @@ runtime loads it. Zeros are not run as they are: a GPU may compress memory that 
 and read it faster. Other constants (int32 and int64 tensors: indices, shapes) travel as
 they are.
 
-``layoutbench pack`` (:mod:`harness.targets.vulkan.packing`) writes the programs of a results
+``layoutbench pack`` (:mod:`harness.targets.vulkan.remote.packing`) writes the programs of a results
 directory that way; ``remote_runner.py`` refills every program that has a ``.weights.json``
 beside it, and ``remote_runner.sh`` splices the same blocks (:func:`random_blocks`) into a
 program of a bundle, byte for byte what :func:`refill` makes. :func:`refill` uses Python's

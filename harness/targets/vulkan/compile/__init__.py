@@ -1,0 +1,1 @@
+"""Compiling for ET-VK: the lowering with a strategy plugged in, its .pte, validator and metrics."""
