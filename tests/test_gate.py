@@ -179,16 +179,22 @@ def test_default_thresholds_gate_latency_only_where_the_runtime_s_events_timed_i
 
 def test_a_gate_on_a_mostly_fitted_prediction_says_so(tmp_path, capsys):
     """A predicted time mostly priced by the fit, not from nodes measured on the model, is
-    gated all the same, and the verdict says how far to trust it."""
-    def predicted(model, ms, share):
+    gated all the same, and the verdict says how far to trust it: its interval, and its share
+    outside the table's support."""
+    def predicted(model, ms, share, outside=None):
+        interval = {"predicted_gpu_ms_low": ms * 0.9, "predicted_gpu_ms_high": ms * 1.2, "predicted_interval_level": 0.8}
         return make_record(model, "s", "vulkan", "ok", predicted_gpu_ms=ms, predicted_measured_share=share,
-                           predicted_error_expected=0.08)
+                           **(interval if share < 0.5 else {}), predicted_outside_support=outside or {},
+                           predicted_outside_support_share=sum((outside or {}).values()) / ms)
 
     baseline = _write(tmp_path / "b", predicted("fitted", 4.0, 0.1), predicted("measured", 4.0, 0.9))
-    candidate = _write(tmp_path / "c", predicted("fitted", 4.2, 0.1), predicted("measured", 4.2, 0.9))
+    candidate = _write(tmp_path / "c", predicted("fitted", 4.2, 0.1, {"conv2d:grouped": 0.4, "softmax:other_dim": 0.1}),
+                       predicted("measured", 4.2, 0.9))
     rows = judge(baseline, candidate, parse_thresholds("predicted_gpu_ms=1%")).set_index("model")
     assert rows["verdict"].to_dict() == {"fitted": "worse", "measured": "worse"}
-    assert rows.loc["fitted", "note"] == "mostly fitted: 10 % measured on this model, expected error 8.0 %"
+    assert rows.loc["fitted", "note"] == ("mostly fitted: 10 % measured on this model; 80 % interval 3.78-5.04 ms; "
+                                          "12 % outside the table's support (conv2d:grouped; softmax:other_dim); "
+                                          "0.5 of the 0.2 ms difference lies in nodes outside the table's support")
     assert not isinstance(rows.loc["measured", "note"], str)
     assert cli.main(["gate", "--baseline", str(baseline), "--candidate", str(candidate),
                      "--threshold", "predicted_gpu_ms=1%"]) == 1

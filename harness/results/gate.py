@@ -121,18 +121,36 @@ def _why_not_gated(record: pd.Series, metric: str) -> str:
     return f"{condition[0]} {record.get(condition[0])!r} (not {condition[1]!r})"
 
 
+def _outside_ms(record: pd.Series) -> float:
+    """The predicted ms of a record's nodes outside its table's support."""
+    outside = record.get("predicted_outside_support")
+    return sum(outside.values()) if isinstance(outside, dict) else 0.0
+
+
 MOSTLY_FITTED = 0.5  # below this share measured on the model itself, a predicted time is mostly the fit's
 
 
-def _trust(record: pd.Series, metric: str) -> str | None:
-    """For a predicted time that is mostly fitted (not measured on this model), how far to trust it."""
+def _trust(base: pd.Series, cand: pd.Series, metric: str) -> str | None:
+    """For a predicted time: how much of it the fit priced, the candidate's interval and share
+    outside the table's support, and whether the difference lies mostly in nodes outside it."""
     if metric != "predicted_gpu_ms":
         return None
-    share, error = record.get("predicted_measured_share"), record.get("predicted_error_expected")
-    if share is None or pd.isna(share) or share >= MOSTLY_FITTED:
-        return None
-    expected = f", expected error {100 * error:.1f} %" if error is not None and not pd.isna(error) else ""
-    return f"mostly fitted: {100 * share:.0f} % measured on this model{expected}"
+    notes = []
+    measured = cand.get("predicted_measured_share")
+    if not _no_value(measured) and measured < MOSTLY_FITTED:
+        notes.append(f"mostly fitted: {100 * measured:.0f} % measured on this model")
+    if not _no_value(cand.get("predicted_gpu_ms_low")):
+        notes.append(f"{100 * cand['predicted_interval_level']:.0f} % interval "
+                     f"{format_number(cand['predicted_gpu_ms_low'])}-{format_number(cand['predicted_gpu_ms_high'])} ms")
+    share = cand.get("predicted_outside_support_share")
+    if not _no_value(share) and share > 0:
+        families = sorted(cand["predicted_outside_support"], key=cand["predicted_outside_support"].get, reverse=True)
+        notes.append(f"{100 * share:.0f} % outside the table's support ({_listed(families)})")
+    difference, outside = cand[metric] - base[metric], _outside_ms(cand) - _outside_ms(base)
+    if difference and abs(outside) >= abs(difference) / 2:
+        notes.append(f"{format_number(outside)} of the {format_number(difference)} ms difference lies in nodes "
+                     "outside the table's support")
+    return "; ".join(notes) or None
 
 
 def _environment(record: pd.Series) -> dict:
@@ -222,7 +240,7 @@ def _compare(identity: dict, base: pd.Series, cand: pd.Series | None, thresholds
             **identity, "metric": metric, "baseline": before, "candidate": after,
             "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
             "threshold": str(threshold), "verdict": verdict,
-            "note": "; ".join(filter(None, (_trust(cand, metric), across))) or None,
+            "note": "; ".join(filter(None, (_trust(base, cand, metric), across))) or None,
         })
     if not rows and not refused:
         rows.append({**identity, "metric": "status", "verdict": "uncompared",

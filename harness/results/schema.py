@@ -22,6 +22,7 @@ STATUSES = ("ok", "skipped", "failed")
 CONTEXT_KEYS = (
     *IDENTITY_KEYS, "status", "reason", "repeatable", "log", "schema_version", "input_shapes", "precision", "runtime",
     "run_note", "attribution_error", "predicted_gpu_ms_by_operator", "worst_limit_violation",
+    "predicted_interval_level", "predicted_outside_support", "predicted_ratio_low", "predicted_ratio_high",
     "identity", "model_digest", "strategy_digest", "harness_digest", "environment", "latency_source",
     "torch_version", "executorch_version", "timm_version", "layoutbench_commit", "machine", "cpu",
     "python_version", "timestamp",
@@ -124,11 +125,16 @@ METRICS = {m.name: m for m in (
     # How far a prediction can be trusted (absent from records of older tables).
     Metric("predicted_measured_share", "fraction", "Share of the predicted time priced from nodes measured on "
            "this model", better=None, column="measured share", priced=True),
-    # A median: the fitted operators' median errors over models the fit left out, combined (independent
-    # operators); leaving one model out, realized error lay within it for 41-54 % of models (docs/gpu-time.md).
-    Metric("predicted_error_expected", "fraction", "The cost table's expected relative error of the prediction: "
-           "a median (about half of models it never saw err more)", better=None, column="expected error",
-           priced=True),
+    # An interval at a named level (predicted_interval_level), split conformal on held-out models' residuals and
+    # widened, for nodes outside the table's support, to their family's worst held out (costmodel.intervals).
+    Metric("predicted_gpu_ms_low", "ms", "Low end of the predicted GPU time's interval", better=None,
+           column="pred low", priced=True),
+    Metric("predicted_gpu_ms_high", "ms", "High end of the predicted GPU time's interval", better=None,
+           column="pred high", priced=True),
+    # Nodes whose kernel family the table never measured, or measured only at other sizes (costmodel.support);
+    # predicted_outside_support names the families and their predicted ms.
+    Metric("predicted_outside_support_share", "fraction", "Share of the predicted time in nodes outside the cost "
+           "table's support", better=None, column="outside support", priced=True),
     # Where the table states its device's limits (costmodel.device_limits); the worst one named in
     # worst_limit_violation. vulkan-run does not run a program with any.
     Metric("limit_violations", "count", "Tensors beyond the cost table's device limits (image extents, buffer bytes)",
