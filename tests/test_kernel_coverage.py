@@ -8,8 +8,9 @@ import pandas as pd
 from costmodel.measurements import Measurements, NODE_COLUMNS, write_measurements
 from harness.cli import main
 from harness.inspection.kernel_coverage import PricedNodesFile, catalog_nodes, coverage_table, measured
-from tests.conftest import SMALL_MODEL
-from tests.test_kernel_families import TEXTURE_C, TEXTURE_W, convolution, node
+
+from .conftest import SMALL_MODEL
+from .helpers.signatures import TEXTURE_C, TEXTURE_W, convolution, node
 
 H100 = Path(__file__).parent.parent / "docs" / "cost-table" / "h100.json"
 GROUPED_WIDE = convolution(256, 256, [3, 3], groups=2)  # 128 input channels a group
