@@ -7,11 +7,12 @@ share of all the models' predicted time, its largest share of any one model's, i
 and the range of three measures: log2 of its work (multiply-adds where it has them, else
 elements moved), of its channels (a convolution's input channels per group, else the
 output's channels) and of its output's spatial extent (height x width). The corpus side is
-the nodes the table was fitted on (``calibrate --nodes``'s file) and the same ranges.
-``coverage`` says ``none`` where the corpus has no node of the family and representations,
-``outside`` where on some measure the two ranges do not meet, ``partly`` where the
-catalog's range reaches beyond the corpus's, else ``inside``; a family ``none`` or
-``outside`` that carries ``FLAG_SHARE`` or more of any model's time is flagged.
+the nodes the table was fitted on (``calibrate --nodes``'s file) and the same ranges. A
+catalog node lies outside the corpus where one of its measures is outside the corpus's range
+for its family and representations (or the corpus has none of them); ``coverage`` says
+``none`` (no corpus node), ``outside`` (all the family's catalog time outside), ``partly`` or
+``inside``, and a family is flagged where its time outside the corpus is ``FLAG_SHARE`` or more
+of some model's.
 
 Priced nodes are kept per model (with the strategy and the table's digest) in a JSON Lines
 file beside the output, so an interrupted run resumes and a second reads them back; families
@@ -146,29 +147,29 @@ def _ranges(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
     return pd.DataFrame({f"{prefix}_nodes": grouped.size(), **ranges})
 
 
-def _coverage(row) -> str:
-    if not row["corpus_nodes"] > 0:
-        return "none"
-    apart = any(row[f"catalog_{m}_min"] > row[f"corpus_{m}_max"] or row[f"catalog_{m}_max"] < row[f"corpus_{m}_min"]
-                for m in MEASURES)
-    beyond = any(row[f"catalog_{m}_min"] < row[f"corpus_{m}_min"] or row[f"catalog_{m}_max"] > row[f"corpus_{m}_max"]
-                 for m in MEASURES)
-    return "outside" if apart else "partly" if beyond else "inside"
-
-
 def coverage_table(catalog: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
-    """Per (family, representation) of the catalog's nodes: its time shares, its and the
-    corpus's nodes and ranges, its coverage and whether it is flagged; largest share first."""
+    """Per (family, representation) of the catalog's nodes: its time shares (all of it, and the
+    part of its nodes outside the corpus's ranges), its and the corpus's nodes and ranges, its
+    coverage and whether it is flagged; largest share first."""
+    corpus_ranges = _ranges(corpus, "corpus")
+    nodes = catalog.join(corpus_ranges, on=KEY)
+    nodes["outside_ms"] = nodes["ms"].where(~pd.concat(
+        [nodes[m].between(nodes[f"corpus_{m}_min"], nodes[f"corpus_{m}_max"]) for m in MEASURES], axis=1).all(axis=1), 0)
     model_ms = catalog.groupby("model")["ms"].sum()
-    per_model = catalog.groupby([*KEY, "model"])["ms"].sum()
-    shares = per_model / model_ms.reindex(per_model.index.get_level_values("model")).to_numpy()
-    table = pd.DataFrame({"share": catalog.groupby(KEY)["ms"].sum() / model_ms.sum(),
-                          "max_model_share": shares.groupby(level=KEY).max(),
-                          "max_share_model": shares.groupby(level=KEY).idxmax().map(lambda key: key[-1])})
-    table = table.join(_ranges(catalog, "catalog")).join(_ranges(corpus, "corpus"), how="left")
+    per_model = nodes.groupby([*KEY, "model"])[["ms", "outside_ms"]].sum()
+    shares = per_model.div(model_ms.reindex(per_model.index.get_level_values("model")).to_numpy(), axis=0)
+    grouped = nodes.groupby(KEY)
+    table = pd.DataFrame({"share": grouped["ms"].sum() / model_ms.sum(),
+                          "outside_share": grouped["outside_ms"].sum() / model_ms.sum(),
+                          "max_model_share": shares["ms"].groupby(level=KEY).max(),
+                          "max_model_outside_share": shares["outside_ms"].groupby(level=KEY).max(),
+                          "max_share_model": shares["ms"].groupby(level=KEY).idxmax().map(lambda key: key[-1])})
+    table = table.join(_ranges(catalog, "catalog")).join(corpus_ranges)
     table["corpus_nodes"] = table["corpus_nodes"].fillna(0).astype(int)
-    table["coverage"] = table.apply(_coverage, axis=1)
-    table["flagged"] = (table["max_model_share"] >= FLAG_SHARE) & table["coverage"].isin(["none", "outside"])
+    outside = table["outside_share"] / table["share"].where(table["share"] > 0)
+    table["coverage"] = ["none" if count == 0 else "inside" if part == 0 else "outside" if part >= 1 else "partly"
+                         for count, part in zip(table["corpus_nodes"], outside.fillna(0))]
+    table["flagged"] = table["max_model_outside_share"] >= FLAG_SHARE
     return table.sort_values("share", ascending=False).reset_index()
 
 
@@ -181,6 +182,7 @@ def render(table: pd.DataFrame) -> str:
     lines = pd.DataFrame({
         "family": table["family"], "representation": table["representation"],
         "share %": (100 * table["share"]).round(2), "max model %": (100 * table["max_model_share"]).round(2),
+        "outside, max model %": (100 * table["max_model_outside_share"]).round(2),
         "nodes": table["catalog_nodes"], "corpus nodes": table["corpus_nodes"],
         **{f"{m.removeprefix('log2_')} (catalog | corpus)": [f"{span(r, 'catalog', m)} | {span(r, 'corpus', m)}"
                                                             for _, r in table.iterrows()] for m in MEASURES},
