@@ -156,6 +156,23 @@ def _parser() -> argparse.ArgumentParser:
     fitting.add_few_shot_arguments(calibrate)
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
+    coverage = commands.add_parser("coverage", help="per kernel family and representation: the predicted GPU time "
+                                   "of a catalog of models there, and whether the cost table's corpus measured it")
+    coverage.add_argument("--catalog", default="docs/timm-catalog/time.csv", help="a catalog CSV (columns model and "
+                          "'runs on ET-VK (lavapipe)'): its models that run; '' for none (default: %(default)s)")
+    chosen = coverage.add_mutually_exclusive_group()
+    chosen.add_argument("--models", help="comma-separated models besides the catalog's")
+    chosen.add_argument("--zoo", default="quick", help="a zoo besides the catalog (default: %(default)s)")
+    coverage.add_argument("--costs", default="docs/cost-table/h100.json", help="the cost table that prices the nodes "
+                          "(default: %(default)s)")
+    coverage.add_argument("--nodes", help="the table's corpus, as calibrate --nodes kept it (default: TABLE's "
+                          "name with -nodes.jsonl.gz)")
+    coverage.add_argument("--strategy", default="bfs-downstream", help="the strategy lowering each model")
+    coverage.add_argument("--cached-only", action="store_true", help="leave out models whose lowering prefix is not "
+                          "cached, rather than lower them (minutes each)")
+    coverage.add_argument("--out", default="results/coverage.csv", help="the table as CSV; the priced nodes are kept "
+                          "beside it (.nodes.jsonl) and read back by a re-run (default: %(default)s)")
+
     preferences = commands.add_parser("preferences", help="what a device's cost table rewards: per operator, the "
                                       "representations its fit prefers and when; several tables side by side")
     preferences.add_argument("tables", nargs="+", metavar="TABLE", help="cost tables written by calibrate")
@@ -219,6 +236,7 @@ def _parser() -> argparse.ArgumentParser:
 
 COMMANDS = {"list": upkeep.list_names, "run": sweeps.run, "gate": sweeps.gate, "compare": sweeps.compare,
             "explain": inspections.explain, "profile": inspections.profile, "costs": inspections.costs,
+            "coverage": inspections.coverage,
             "calibrate": fitting.calibrate, "pack": upkeep.pack, "import-remote": upkeep.import_remote,
             "report": upkeep.report, "cache": upkeep.cache, "runtime": upkeep.runtime, "serve": upkeep.serve,
             "dashboard": upkeep.dashboard, "preferences": inspections.preferences, "explore": explore.explore}

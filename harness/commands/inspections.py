@@ -1,10 +1,12 @@
-"""The commands that look inside a strategy's result or a device's costs: explain, profile, costs and
-preferences."""
+"""The commands that look inside a strategy's result or a device's costs: explain, profile, costs,
+coverage and preferences."""
 
 import sys
+from pathlib import Path
 
 from harness.commands import PROGRAM
 from harness.commands.sweeps import start_local_workers, sweep
+from harness.errors import UsageError
 
 
 def explain(args) -> int:
@@ -26,7 +28,6 @@ def explain(args) -> int:
 
 
 def costs(args) -> int:
-    from harness.errors import UsageError
     from harness.inspection.costs import cost_table, write
     from harness.results.table import format_number
 
@@ -71,4 +72,30 @@ def preferences(args) -> int:
         table = load(path)
         tables[path] = table, preferences(table, path)
     print(render_preferences(tables, args.format))
+    return 0
+
+
+def coverage(args) -> int:
+    import models
+    import strategies
+    from costmodel.table import load
+    from harness.inspection.kernel_coverage import (
+        PricedNodesFile, catalog_models, catalog_nodes, corpus_nodes, coverage_table, corpus_path, render)
+
+    strategies.resolve_strategies(args.strategy)
+    chosen = catalog_models(args.catalog) if args.catalog else []
+    chosen += [m for m in models.resolve_models(args.models, None if args.models else args.zoo) if m not in chosen]
+    table, corpus = load(args.costs), corpus_nodes(corpus_path(args.costs, args.nodes))
+    out = Path(args.out)
+    nodes, left_out = catalog_nodes(chosen, args.strategy, table, PricedNodesFile(out.with_suffix(".nodes.jsonl")),
+                                    args.cached_only)
+    if nodes.empty:
+        raise UsageError(f"none of the {len(chosen)} models has a cached lowering prefix: drop --cached-only")
+    result = coverage_table(nodes, corpus)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result.to_csv(out, index=False)
+    print(render(result))
+    left = f"; {len(left_out)} left out, no cached lowering prefix: {', '.join(left_out)}" if left_out else ""
+    print(f"{PROGRAM}: {nodes['model'].nunique()} of {len(chosen)} models priced{left}; table written to {out}",
+          file=sys.stderr)
     return 0
