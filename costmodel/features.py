@@ -20,6 +20,8 @@ not apply).
 import math
 from dataclasses import dataclass
 
+from costmodel.signatures import activation_shapes, constant_shapes
+
 CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
 NUMERIC = (
     "int8",
@@ -116,16 +118,12 @@ def _int8(signature: dict) -> bool:
 def weight_bytes(signature: dict) -> int:
     """Bytes of the weights a node reads: an int8 node's matrices and kernels one byte an element,
     every other weight (an int8 node's scales, sums and biases included) four."""
-    from costmodel.signatures import constant_shapes
-
     int8 = _int8(signature)
     return sum(math.prod(shape) * (1 if int8 and len(shape) > 1 else 4) for shape in constant_shapes(signature))
 
 
 def activation_elements(signature: dict) -> int:
     """Elements of the activations a node reads and writes."""
-    from costmodel.signatures import activation_shapes
-
     return sum(math.prod(shape) for shape in (*activation_shapes(signature), *signature["outputs"]))
 
 
@@ -154,8 +152,6 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     28 % slower in a graph of more weights, while float nodes shared by graphs of 47 and 87 MB
     agreed within 1 %, and letting float nodes see it priced float convolutions at the int8
     graphs' step (docs/gpu-time.md)."""
-    from costmodel.signatures import activation_shapes, constant_shapes
-
     operator = TRANSITION if transition else signature["operator"]
     args = signature["args"]
     activations = activation_shapes(signature)

@@ -6,12 +6,14 @@ every (node, input, output), the fitted model of every other
 expected to make per operator on a model it never saw: the model refitted with a few models
 left out at a time, each left-out model's time of each operator predicted and compared with
 what it measured (the median of those errors over models); the probes ``layoutbench
-preferences`` asks, and the spread of identical programs' runs.
+preferences`` asks, and the spread of identical programs' runs. :func:`transferred` makes a
+new device's table from another's (the prior) and a few of its programs
+(:class:`costmodel.transferred.TransferredModel`), its expected errors measured the same way.
 
 How well a table predicts a model it never saw is :mod:`harness.inspection.validation`'s.
 """
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
@@ -19,28 +21,13 @@ import pandas as pd
 from costmodel.features import GraphLoad
 from costmodel.gradient_boosted import GradientBoostedModel
 from costmodel.measurements import Measurements
-from costmodel.queries import Query
+from costmodel.queries import graph_loads, node_queries
 from costmodel.table import CostTable
+from costmodel.transferred import TransferredModel, prior_ratios
 
 FOLDS = 5  # models left out together when the fit's expected errors are measured
 ERROR_QUANTILE = 0.5  # of the per-model errors of an operator: the error expected of it
 SPREAD_QUANTILE = 0.9  # of the programs' ranges over their runs: the spread a table carries
-
-
-def _graph_loads(frame: pd.DataFrame) -> dict:
-    """Per graph of ``frame`` (whole graphs' nodes), its :class:`GraphLoad`."""
-    nodes = frame[~frame["transition"]].drop_duplicates(["graph", "node"])
-    return nodes.groupby("graph")["signature"].agg(GraphLoad.of).to_dict()
-
-
-def queries(frame: pd.DataFrame) -> list[Query]:
-    loads = _graph_loads(frame)
-    return [Query(row.signature, row.input, row.output, row.transition, row.graph, row.node,
-                  loads.get(row.graph, GraphLoad())) for row in frame.itertuples(index=False)]
-
-
-def _fitted(training: pd.DataFrame) -> GradientBoostedModel:
-    return GradientBoostedModel.fitted(training, queries(training))
 
 
 def _training_set(frame: pd.DataFrame) -> pd.DataFrame:
@@ -68,7 +55,7 @@ def _probes(training: pd.DataFrame) -> dict:
     """Per operator, up to :data:`PROBES_PER_OPERATOR` nodes measured in two pairs or more,
     spread over their sizes, each with the pairs it was measured in."""
     nodes = training[~training["transition"]]
-    loads = _graph_loads(training)
+    loads = graph_loads(training)
     probes = {}
     for operator, group in nodes.groupby("operator"):
         pairs = group.groupby(["graph", "node"]).apply(lambda g: sorted(zip(g["input"], g["output"])),
@@ -94,31 +81,75 @@ def measured_prices(frame: pd.DataFrame, training: pd.DataFrame | None = None) -
             if not r.transition}
 
 
-def _fold_of(models: list[str], folds: int) -> dict:
-    return {model: index % folds for index, model in enumerate(sorted(models))}
-
-
 def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     """The cost table of ``measurements`` (see the module)."""
     frame = measurements.nodes
     training = _training_set(frame)
-    table = CostTable(measurements.device, _fitted(training), measured_prices(frame, training),
+    table = CostTable(measurements.device, GradientBoostedModel.fit(training), measured_prices(frame, training),
                       limits=measurements.limits)
     models = sorted(frame["model"].unique())
     folds = min(folds, len(models))
-    fold = frame["model"].map(_fold_of(models, max(folds, 1)))
-    errors = []
-    for held_out in sorted(fold.unique()) if folds > 1 else []:
-        kept, left = frame[fold != held_out], frame[fold == held_out]
-        model = _fitted(_training_set(kept))
-        errors.append(operator_errors(left, model.predict(queries(left))))
+    errors = [operator_errors(left.nodes, GradientBoostedModel.fit(_training_set(kept.nodes)).predict(
+        node_queries(left.nodes))) for _, kept, left in (measurements.left_out(models, folds) if folds > 1 else [])]
     if errors:
-        by_operator = pd.concat(errors).groupby("operator")["error"].quantile(ERROR_QUANTILE)
-        table.errors = {op: float(error) for op, error in by_operator.items()}
+        table.errors = _expected_errors(errors)
     table.probes = _probes(training)
     table.spread = program_spread(measurements.programs)
-    table.corpus = {"models": models, "programs": len(measurements.programs),
-                    "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
+    table.corpus = _corpus(measurements, models, table)
+    return table.identified()
+
+
+def _expected_errors(errors: list[pd.DataFrame]) -> dict:
+    """Per operator, the error expected of a table: at :data:`ERROR_QUANTILE` of ``errors``
+    (:func:`operator_errors` of models left out)."""
+    by_operator = pd.concat(errors).groupby("operator")["error"].quantile(ERROR_QUANTILE)
+    return {op: float(error) for op, error in by_operator.items()}
+
+
+def _corpus(measurements: Measurements, models: list[str], table: CostTable) -> dict:
+    return {"models": models, "programs": len(measurements.programs),
+            "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
+
+
+# How far a group's ratio is pulled towards its parent group's, in nodes' worth of weight: tried
+# in turn, each budget's own models choosing (a device whose groups differ wants little; noisy
+# runs, as lavapipe's, want much).
+SHRINKS = (1.0, 5.0, 20.0, 80.0)
+
+
+def _left_out_errors(ratios: Measurements, prior: CostTable, shrink: float) -> tuple[float, list[pd.DataFrame]]:
+    """Each model's nodes priced by offsets fitted without it: the median |error| of its
+    programs' summed time over all models' programs, and its errors per operator."""
+    programs, operators = [], []
+    for _, kept, left in ratios.left_out():
+        left = left.nodes
+        predicted = left["prior_ms"].to_numpy() * np.exp2(
+            TransferredModel.fit(kept.nodes, prior=prior, shrink=shrink).node_offsets(left))
+        summed = left.assign(predicted=predicted).groupby("strategy")[["predicted", "ms"]].sum()
+        programs.append((summed["predicted"] / summed["ms"] - 1).abs())
+        operators.append(operator_errors(left, predicted))
+    return float(pd.concat(programs).median()), operators
+
+
+def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> CostTable:
+    """The new device's table from ``measurements`` and ``prior`` (:class:`TransferredModel`;
+    ``ratios``: :func:`prior_ratios` of them, or of measurements they are part of, where the
+    caller has them). How far a group's ratio is pulled towards its parent's is chosen from
+    :data:`SHRINKS` by leaving each model out (its programs' median |error|); so is the expected
+    error per operator, at :data:`ERROR_QUANTILE` over models. With one model: the middle
+    shrink and the prior's errors."""
+    ratios = replace(measurements, nodes=prior_ratios(prior, measurements) if ratios is None
+                     else ratios.loc[measurements.nodes.index])
+    models = sorted(ratios.nodes["model"].unique())
+    shrink, expected = SHRINKS[len(SHRINKS) // 2], dict(prior.errors)
+    if len(models) > 1:
+        tried = {candidate: _left_out_errors(ratios, prior, candidate) for candidate in SHRINKS}
+        shrink = min(SHRINKS, key=lambda candidate: tried[candidate][0])
+        expected.update(_expected_errors(tried[shrink][1]))
+    table = CostTable(measurements.device, TransferredModel.fit(ratios.nodes, prior=prior, shrink=shrink),
+                      measured_prices(measurements.nodes), expected, probes=prior.probes,
+                      spread=program_spread(measurements.programs) or prior.spread, limits=measurements.limits)
+    table.corpus = {**_corpus(measurements, models, table), "prior": prior.name, "shrink": shrink}
     return table.identified()
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from costmodel.features import FEATURES, node_features
-from costmodel.queries import ANY, Query
+from costmodel.model import CostModel
+from costmodel.queries import ANY, Query, node_queries
 
 MEGA_LOG2 = 20  # base lines are anchored at 2**20 units of work
 
@@ -28,7 +29,7 @@ BOOSTING = {
 ROUNDS = 600
 
 
-class GradientBoostedModel:
+class GradientBoostedModel(CostModel):
     """A node's time as a *base*, a power law of its work (its multiply-adds, or elements moved
     where it has none: ms = c * (work / 2**20) ** b) per (operator, input, output) measured at
     enough sizes, else per operator, else over all, times a correction: gradient-boosted trees
@@ -46,13 +47,12 @@ class GradientBoostedModel:
         self.base = base
 
     @classmethod
-    def fitted(cls, training: "pd.DataFrame", queries: list[Query]) -> "GradientBoostedModel":
-        """The model of ``training``'s nodes (one row per measured node, its time in ``ms``), priced
-        as ``queries`` (one per row): base lines, then the trees on log2(ms / base), a node counting
-        by its time."""
+    def fit(cls, training: "pd.DataFrame") -> "GradientBoostedModel":
+        """The model of ``training``'s nodes (one row per measured node, its time in ``ms``): base
+        lines, then the trees on log2(ms / base), a node counting by its time."""
         import lightgbm
 
-        features = _features(queries)
+        features = _features(node_queries(training))
         operators = sorted(features["operator"].unique())
         features["operator"] = pd.Categorical(features["operator"], categories=operators)
         model = cls("", operators, _base(training, features))
@@ -121,7 +121,7 @@ class GradientBoostedModel:
                          for (op, i, o), (c, b, p) in sorted(self.base.items())]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "GradientBoostedModel":
+    def from_json(cls, data: dict, read_table=None) -> "GradientBoostedModel":
         base = {(e["operator"], e["input"], e["output"]): (float(e["ms_per_mega"]), float(e["exponent"]),
                                                            e["log_parallel"])
                 for e in data["base"]}

@@ -8,6 +8,7 @@ representations it read and wrote and its GPU time, and a row per program. Kept 
 import gzip
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,9 +33,22 @@ class Measurements:
     programs: pd.DataFrame
     limits: DeviceLimits | None = None
 
-    def without(self, model: str) -> "Measurements":
-        return replace(self, nodes=self.nodes[self.nodes["model"] != model],
-                       programs=self.programs[self.programs["model"] != model])
+    def of_models(self, models, kept: bool = True) -> "Measurements":
+        """The part of these measurements of ``models``' programs (``kept`` False: of every other
+        model's), their rows in order and their index kept."""
+        models = list(models)
+        return replace(self, nodes=self.nodes[self.nodes["model"].isin(models) == kept],
+                       programs=self.programs[self.programs["model"].isin(models) == kept])
+
+    def left_out(self, models=None, folds: int | None = None) -> Iterator[tuple[list, "Measurements", "Measurements"]]:
+        """Models left out in turn: ``models`` (default: every model whose nodes were measured, in
+        name order) dealt into ``folds`` groups (default: each model alone); per group, its models,
+        the measurements of every other model and its own."""
+        models = sorted(self.nodes["model"].unique()) if models is None else list(models)
+        folds = folds or len(models)
+        for index in range(min(folds, len(models))):
+            group = models[index::folds]
+            yield group, self.of_models(group, kept=False), self.of_models(group)
 
 
 def one_device(devices: set) -> str:

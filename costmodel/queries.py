@@ -40,6 +40,19 @@ class Query:
         return TRANSITION if self.transition else self.signature["operator"]
 
 
+def graph_loads(frame) -> dict:
+    """Per graph of ``frame`` (measured nodes of whole graphs, a row each), its :class:`GraphLoad`."""
+    nodes = frame[~frame["transition"]].drop_duplicates(["graph", "node"])
+    return nodes.groupby("graph")["signature"].agg(GraphLoad.of).to_dict()
+
+
+def node_queries(frame) -> list[Query]:
+    """A query per row of ``frame`` (measured nodes: :data:`costmodel.measurements.NODE_COLUMNS`)."""
+    loads = graph_loads(frame)
+    return [Query(row.signature, row.input, row.output, row.transition, row.graph, row.node,
+                  loads.get(row.graph, GraphLoad())) for row in frame.itertuples(index=False)]
+
+
 def transition_signature(shape, dtype: str) -> dict:
     """The signature of the clone that moves a tensor of ``shape`` to another representation."""
     return {"operator": "aten.clone.default", "args": [{"t": list(shape)}], "kwargs": {}, "outputs": [list(shape)],

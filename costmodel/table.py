@@ -15,8 +15,9 @@ clone) of a tensor from one representation to another. Two sources, in this orde
 
 A prediction says how much of it was measured and how much fitted, and how far the fitted
 part can be trusted. Queries and prices are :mod:`costmodel.queries`'; the models a table may
-hold, :mod:`costmodel.per_operator`, :mod:`costmodel.gradient_boosted` and
-:mod:`costmodel.transferred`.
+hold (each a :class:`costmodel.model.CostModel`), :mod:`costmodel.per_operator`,
+:mod:`costmodel.gradient_boosted` and :mod:`costmodel.transferred`. A table's file is read
+(:func:`load`, :func:`parse`) and written (:func:`save`) here.
 
 No table is held here: a sweep reads ``--costs`` once and carries the table to its
 workers, and the harness hands it to each pass that prices with it when it constructs the pass
@@ -25,10 +26,12 @@ workers, and the harness hands it to each pass that prices with it when it const
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from costmodel.device_limits import DeviceLimits
+from costmodel.model import CostModel
 from costmodel.per_operator import PerOperatorModel
 from costmodel.queries import Price, Query
 from layoutkit.errors import UsageError
@@ -44,8 +47,9 @@ UNSEEN_OPERATOR_ERROR = 1.0
 
 def model_kinds() -> dict:
     """Each kind of model a table may hold, by the name its file gives it."""
-    from costmodel.gradient_boosted import GradientBoostedModel  # LightGBM's model: pandas and numpy, read lazily
-    from costmodel.transferred import TransferredModel  # it holds a CostTable: imported once both exist
+    # numpy, pandas and LightGBM's models, read lazily: the command line reads tables without them
+    from costmodel.gradient_boosted import GradientBoostedModel
+    from costmodel.transferred import TransferredModel
 
     return {model.kind: model for model in (PerOperatorModel, GradientBoostedModel, TransferredModel)}
 
@@ -53,7 +57,7 @@ def model_kinds() -> dict:
 @dataclass
 class CostTable:
     device: str
-    model: object = field(default_factory=lambda: PerOperatorModel({}))
+    model: CostModel = field(default_factory=lambda: PerOperatorModel({}))
     nodes: dict = field(default_factory=dict)  # (graph, node, input, output) -> measured ms
     errors: dict = field(default_factory=dict)  # operator -> relative error expected of the fit
     corpus: dict = field(default_factory=dict)  # what it was fitted on: models, programs, runs
@@ -79,9 +83,7 @@ class CostTable:
 
     def ready(self) -> None:
         """Build what pricing needs now: whoever times a strategy calls it first."""
-        ready = getattr(self.model, "ready", None)  # a model with nothing to build has none
-        if ready is not None:
-            ready()
+        self.model.ready()
 
     def to_json(self) -> dict:
         data = {"format": FORMAT, "device": self.device}
@@ -105,7 +107,7 @@ class CostTable:
             raise ValueError(f"its model is of kind {model.get('kind')!r}, not one of {sorted(kinds)}")
         return cls(
             device=data["device"],
-            model=kinds[model["kind"]].from_json(model),
+            model=kinds[model["kind"]].from_json(model, cls.from_json),
             nodes={(e["graph"], e["node"], e["input"], e["output"]): float(e["ms"]) for e in data["nodes"]},
             errors={op: float(error) for op, error in data.get("errors", {}).items()},
             corpus=data.get("corpus", {}),
@@ -158,3 +160,15 @@ def load(path) -> CostTable:
     if not path.is_file():
         raise UsageError(f"cost table {path} does not exist; write one with `layoutbench calibrate`")
     return parse(path.read_bytes(), str(path))
+
+
+def save(table: CostTable, path) -> None:
+    """Write ``table`` to ``path`` whole or not at all: a run starting meanwhile reads the old file or the new."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        written.write_bytes(table.to_bytes())
+        os.replace(written, path)
+    finally:
+        written.unlink(missing_ok=True)

@@ -20,7 +20,8 @@ from costmodel.features import TRANSITION, GraphLoad
 from costmodel.prediction import Prediction
 from costmodel.pricing import Pricing
 from costmodel.queries import Price, Query, pair_name, transition_signature
-from costmodel.signatures import graph_digest, node_values, op_name, signature
+from costmodel.fx import graph_digest, node_values, signature
+from costmodel.signatures import op_name
 from layoutkit.errors import InvalidAssignmentError
 from strategies.representations import (
     DEFAULT_REPR,

@@ -8,8 +8,11 @@ import random
 import pandas as pd
 import pytest
 
+from benchmarks import few_shot_study
+from costmodel.fit import transferred
 from costmodel.measurements import Measurements
 from costmodel.per_operator import PerOperatorModel
+from costmodel.program_choice import choose_programs
 from costmodel.queries import ANY, Query
 from costmodel.table import CostTable, parse
 from harness.inspection import few_shot, validation
@@ -44,7 +47,7 @@ def _device(ratios: dict, models=4, nodes=30, noise=0.0, seed=0, gelus=lambda mo
 
 def test_a_transferred_table_prices_as_its_prior_times_the_device_s_ratio_and_its_own_nodes_win(tmp_path):
     measurements = _device({RELU: 2.0, GELU: 8.0})
-    table = few_shot.transferred(_prior(), measurements)
+    table = transferred(_prior(), measurements)
     own_row = measurements.nodes.iloc[0]
     relu, gelu, own = table.price([_query("unseen", RELU, (1, 20, 30, 40)), _query("unseen", GELU, (1, 20, 30, 40)),
                                    Query(own_row["signature"], PAIR, PAIR, False, own_row["graph"], own_row["node"])])
@@ -63,11 +66,11 @@ def test_a_transferred_table_prices_as_its_prior_times_the_device_s_ratio_and_it
 
 
 def test_a_transferred_table_expects_the_error_its_left_out_models_showed():
-    exact, noisy = (few_shot.transferred(_prior(), _device({RELU: 2.0, GELU: 8.0}, noise=noise))
+    exact, noisy = (transferred(_prior(), _device({RELU: 2.0, GELU: 8.0}, noise=noise))
                     for noise in (0.0, 0.5))
     assert exact.errors[RELU] < 0.01 and exact.errors[GELU] < 0.01
     assert noisy.errors[RELU] > 0.02 and noisy.errors[GELU] > 0.02
-    alone = few_shot.transferred(_prior(), _device({RELU: 2.0, GELU: 8.0}, models=1))
+    alone = transferred(_prior(), _device({RELU: 2.0, GELU: 8.0}, models=1))
     assert alone.errors == _prior().errors  # one model: nothing left out, the prior's
 
 
@@ -78,12 +81,12 @@ def test_the_programs_chosen_cover_what_the_prior_spends_time_on_for_their_cost(
             operator = operators[index % len(operators)]
             rows.append((model, f"n{index}", operator, (1, 8, 8, 8 + index), PAIR, 0.01 if operator == GELU else 0.001))
     candidates = _measurements(rows)
-    chosen = few_shot.choose_programs(candidates, _prior(), 1)
+    chosen = choose_programs(candidates, _prior(), 1)
     # "both" covers the gelus, where the time is and the prior unsure, at an eighth of "large"'s cost
     assert list(chosen["model"]) == ["both"] and chosen["new_operators"].tolist() == [2]
     # then "large", whose 40 gelus teach more than "small"'s relus for eight times the cost
-    assert list(few_shot.choose_programs(candidates, _prior(), 3)["model"]) == ["both", "large", "small"]
-    assert list(few_shot.choose_programs(candidates, _prior(), 5, among=[("small", "s")])["model"]) == ["small"]
+    assert list(choose_programs(candidates, _prior(), 3)["model"]) == ["both", "large", "small"]
+    assert list(choose_programs(candidates, _prior(), 5, among=[("small", "s")])["model"]) == ["small"]
 
 
 def test_a_prior_that_holds_is_kept_and_one_that_does_not_is_not():
@@ -99,7 +102,7 @@ def test_the_study_scores_each_method_on_the_models_its_programs_left_out():
     mostly = [0.1, 0.9, 0.2, 0.8, 0.3, 0.7]  # gelus in each model: one factor cannot price them all
     held_out = _device({RELU: 2.0, GELU: 8.0}, models=6, nodes=60, noise=0.05, gelus=mostly.__getitem__)
     candidates = _device({RELU: 1.0, GELU: 1.0}, models=6, nodes=60, gelus=mostly.__getitem__)  # the prior's runs
-    results = few_shot.study(_prior(), candidates, held_out, budgets=[2]).set_index(["budget", "method"])
+    results = few_shot_study.study(_prior(), candidates, held_out, budgets=[2]).set_index(["budget", "method"])
     few, scaled = results.loc[(2, "few-shot")], results.loc[(2, "prior, one factor")]
     assert few["models"] == scaled["models"] == 4  # two models' programs fitted, four scored
     assert few["median_error"] < 0.05 < scaled["median_error"]
@@ -117,7 +120,7 @@ def test_the_study_and_the_validation_pair_programs_not_runs_of_one_program():
          ("1", "m", "ilp", 2.0, 1.99, 2.01, 2.2), ("1", "m", "calibration-1", 9.0, 8.9, 9.1, 0.1)],
         columns=["run", "model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"],
     ).assign(expected_error=0.1, costs="table", table="table")
-    assert few_shot.scores(programs)["pairs_ordered"] == 1.0
+    assert few_shot_study.scores(programs)["pairs_ordered"] == 1.0
     assert validation.summary(programs)["ordered_pairs"].tolist() == ["1/1"]
     merged = validation.strategy_programs(programs).set_index("strategy")
     assert merged.loc["bfs-downstream", ["measured_ms", "low_ms", "high_ms"]].tolist() == [1.1, 0.99, 1.21]
@@ -205,3 +208,25 @@ def test_a_budget_beyond_the_priors_programs_says_that_it_runs_them_all(tmp_path
     assert sorted(swept) == ["m0", "m1", "m2", "m3"]
     assert ("layoutbench: --budget 10 is more than the 4 programs the prior's nodes hold: running all 4"
             in capsys.readouterr().err.splitlines())
+
+
+def test_the_study_script_writes_its_scores_and_refuses_a_prior_without_its_nodes(tmp_path, capsys):
+    from costmodel.measurements import write_measurements
+    from costmodel.table import save
+
+    prior, held_out, out = tmp_path / "old.json", tmp_path / "new-nodes.jsonl.gz", tmp_path / "study"
+    save(_prior(), prior)
+    write_measurements(_device({RELU: 1.0, GELU: 1.0}, models=3, nodes=20), tmp_path / "old-nodes.jsonl.gz")
+    write_measurements(_device({RELU: 2.0, GELU: 8.0}, models=3, nodes=20, noise=0.05), held_out)
+    argv = ["--prior", str(prior), "--held-out", str(held_out), "--out", str(out), "--budget", "1"]
+    assert few_shot_study.main(argv) == 0
+    study = pd.read_csv(out / "study.csv")
+    assert list(study.columns) == ["budget", "method", "models", "median_error", "worst_error", "within_5",
+                                   "within_10", "pairs_ordered", "kendall_tau"]
+    assert study["budget"].fillna(0).tolist() == [1] * 5 + [0] * 4
+    (tmp_path / "old-nodes.jsonl.gz").unlink()
+    capsys.readouterr()
+    assert few_shot_study.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"few_shot_study: --prior {prior}: its measured nodes ({tmp_path / 'old-nodes.jsonl.gz'}) are not beside "
+        "it; they say which programs the prior measured (calibrate --nodes keeps them)"]

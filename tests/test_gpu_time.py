@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from costmodel.features import TRANSITION, GraphLoad, weight_bytes
-from costmodel.fit import _graph_loads, fit, program_spread
+from costmodel.fit import fit, program_spread
 from costmodel.measurements import NODE_COLUMNS, PROGRAM_COLUMNS, Measurements
 from costmodel.per_operator import PerOperatorModel
-from costmodel.queries import Query, pair_name, transition_signature
+from costmodel.queries import Query, graph_loads, pair_name, transition_signature
 from costmodel.table import UNSEEN_OPERATOR_ERROR, CostTable, load
 from harness.errors import UsageError
 from harness.inspection import validation
@@ -281,7 +281,7 @@ def test_the_fit_prices_an_int8_node_by_the_load_its_graph_holds(heavier_by, tol
         rows.append((f"m{model}", "linear", "aten.linear.default", (1, 1024), NAMES[3], 0.02,
                      [[16384 if heavy and heavier_by == "weights" else 64, 1024]]))
     measurements = _measurements(rows, dtype="int8")
-    loads = _graph_loads(measurements.nodes)
+    loads = graph_loads(measurements.nodes)
     if heavier_by == "weights":
         assert {g: load.weight_bytes for g, load in loads.items()} == {
             f"m{m}": 16384 * 1024 if m % 2 else 64 * 1024 for m in range(8)}  # int8 matrices, a byte an element
@@ -469,3 +469,32 @@ def test_a_table_whose_fitted_model_does_not_load_is_refused_before_anything_run
     assert line.startswith(f"layoutbench: error: cost table {damaged}: its fitted model does not load: "), line
     assert "LightGBM" in line
     assert not out.exists()
+
+
+def test_every_kind_of_model_is_a_cost_model_that_fits_itself():
+    """The per-operator model fits its lines by least squares, prices by them, reads back as it
+    was written, and a table holding it is ready with nothing to build."""
+    from costmodel.model import CostModel
+    from costmodel.table import model_kinds, parse
+
+    assert all(issubclass(kind, CostModel) for kind in model_kinds().values())
+    relu, pair = "aten.relu.default", NAMES[0]
+    shapes = [(1, 4, 8, 8), (1, 8, 16, 16), (1, 16, 16, 32)]
+    training = _measurements([("m", f"n{i}", relu, shape, pair, 0.002 + math.prod(shape) * 3e-6)
+                              for i, shape in enumerate(shapes)]).nodes
+    model = PerOperatorModel.fit(training)
+    assert model.lines[(relu, pair, pair)] == pytest.approx((0.002, 3.0))
+    assert model.predict([_query("x", relu, (1, 2, 10, 50))]) == pytest.approx([0.002 + 1000 * 3e-6])
+    table = CostTable("gpu", model).identified()
+    table.ready()
+    assert parse(table.to_bytes()).to_bytes() == table.to_bytes()
+
+
+def test_models_are_left_out_in_groups_dealt_in_name_order():
+    rows = [(model, "n", "aten.relu.default", (1, 2, 2, 2), NAMES[0], 1.0) for model in "edcba"]
+    measurements = _measurements(rows)
+    groups = [(group, sorted(kept.nodes["model"]), sorted(own.programs["model"]))
+              for group, kept, own in measurements.left_out(folds=2)]
+    assert groups == [(["a", "c", "e"], ["b", "d"], ["a", "c", "e"]), (["b", "d"], ["a", "c", "e"], ["b", "d"])]
+    model, kept, own = next(measurements.left_out(["c"]))
+    assert model == ["c"] and list(kept.nodes.index) == [0, 1, 3, 4] and list(own.nodes.index) == [2]

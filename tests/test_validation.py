@@ -43,22 +43,22 @@ def test_an_interrupted_validation_resumes_fitting_only_the_tables_it_lacks(node
     code, err, fitted = _validate(nodes, scratch, capsys)
     assert code == 0 and fitted == MODELS
     assert "0 held-out tables kept (fitted from the same measurements by the same fit), 3 to fit" in err
-    write_one = fitting._write_table
+    write_one = fitting.save
     written = []
 
-    def interrupted_at_the_second_table(path, table):
+    def interrupted_at_the_second_table(table, path):
         written.append(path)
         if len(written) == 2:
             raise KeyboardInterrupt  # Ctrl-C: the second fit is lost
-        write_one(path, table)
+        write_one(table, path)
 
     # (not the fit itself: the fit's code, patched, is other code, whose tables are not kept)
-    monkeypatch.setattr(fitting, "_write_table", interrupted_at_the_second_table)
+    monkeypatch.setattr(fitting, "save", interrupted_at_the_second_table)
     code, err, fitted = _validate(nodes, out, capsys)
     assert code == 130 and fitted == ["m0"]
     assert err.splitlines()[-1] == (f"layoutbench: interrupted; 1 of 3 held-out tables are in {out / 'held-out'}: "
                                     "the same command fits only the other 2")
-    monkeypatch.setattr(fitting, "_write_table", write_one)
+    monkeypatch.setattr(fitting, "save", write_one)
     # a killed writer's temporary file, and a table damaged (calibrate writes whole tables or none)
     (out / "held-out" / ".m1.json.123.tmp").write_text('{"format": ')
     (out / "held-out" / "m2.json").write_bytes((scratch / "held-out" / "m2.json").read_bytes()[:1000])

@@ -1,13 +1,14 @@
 """The ``calibrate`` command: a device's cost table fitted from runs (here, or made elsewhere),
 left one model out at a time (``--validate``), or a new device's from a few programs (``--prior``,
-``--budget``, ``--pack``, ``--study``): choosing them from another device's table, running or
-packing them, and keeping or transferring the prior."""
+``--budget``, ``--pack``): choosing them from another device's table, running or packing them,
+and keeping or transferring the prior."""
 
 import os
 import sys
 import time
 from pathlib import Path
 
+from costmodel.table import save
 from harness.commands import PROGRAM
 from harness.commands.sweeps import start_local_workers, sweep
 
@@ -15,8 +16,6 @@ from harness.commands.sweeps import start_local_workers, sweep
 def calibrate(args) -> int:
     from harness.errors import UsageError
 
-    if args.study:
-        return _study(args)
     if not (args.fit or args.models or args.zoo or args.prior):
         raise UsageError("say what to calibrate on (--models or --zoo, or --prior TABLE), or which runs to fit "
                          "(--fit RUNS ...)")
@@ -39,7 +38,7 @@ def calibrate(args) -> int:
 
     if args.rounds > MAX_ROUNDS:
         raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
-    prior = _prior(args) if args.prior else None
+    prior = read_prior(args.prior) if args.prior else None
     if not args.fit:
         if prior is not None:
             records = _sweep_chosen(args, *prior)
@@ -66,7 +65,7 @@ def calibrate(args) -> int:
             return 0
     else:
         table = fit(measurements)
-    _write_table(path, table)
+    save(table, path)
     limits = f"; its limits {table.limits.to_json()}" if table.limits else "; no device limits (calibrate --limits)"
     print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
           f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and "
@@ -86,20 +85,19 @@ def add_few_shot_arguments(calibrate) -> None:
     calibrate.add_argument("--pack", metavar="OUT", help="with --prior, for a device elsewhere: run each program here "
                            "once (its outputs against eager, untimed) and pack them into OUT (a .tar, .tar.gz or .tar.xz "
                            "for remote_runner.py, else a bundle for run.sh); then import-remote and --fit")
-    calibrate.add_argument("--study", metavar="NODES", help="with --prior: how --budget programs of the device that "
-                           "measured NODES (kept nodes of a whole corpus) predict its other models; OUT/study.csv")
 
 
-def _prior(args):
-    """The ``--prior`` table and the measurements kept beside it (``NAME-nodes.jsonl.gz``)."""
+def read_prior(path):
+    """The ``--prior`` table at ``path`` (its fitted model built) and the measurements kept beside
+    it (``NAME-nodes.jsonl.gz``)."""
     from costmodel.measurements import read_measurements
     from harness.errors import UsageError
     from harness.sweep import table_check
 
-    table = table_check.load_checked(args.prior)
-    nodes = Path(args.prior).with_name(f"{Path(args.prior).stem}-nodes.jsonl.gz")
+    table = table_check.load_checked(path)
+    nodes = Path(path).with_name(f"{Path(path).stem}-nodes.jsonl.gz")
     if not nodes.is_file():
-        raise UsageError(f"--prior {args.prior}: its measured nodes ({nodes}) are not beside it; they say which "
+        raise UsageError(f"--prior {path}: its measured nodes ({nodes}) are not beside it; they say which "
                          "programs the prior measured (calibrate --nodes keeps them)")
     return table, read_measurements(nodes)
 
@@ -108,12 +106,12 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
     """Choose ``--budget`` programs for the new device and run them here: one sweep per set of
     strategies that several models share (with ``--pack``, each program once: only its outputs
     matter here)."""
-    from harness.inspection import few_shot
+    from costmodel.program_choice import choose_programs
     from harness.results.table import format_number
 
     if args.pack:
         args.warmup = args.iterations = args.processes = 1
-    chosen = few_shot.choose_programs(candidates, prior, args.budget)
+    chosen = choose_programs(candidates, prior, args.budget)
     if len(chosen) < args.budget:
         print(f"{PROGRAM}: --budget {args.budget} is more than the {len(chosen)} programs the prior's nodes hold: "
               f"running all {len(chosen)}", file=sys.stderr)
@@ -177,9 +175,11 @@ def _device_of(records: list[dict]) -> str:
 def _transfer(args, prior, measurements):
     """The new device's table from ``prior`` and ``measurements``; None where the prior holds
     there as it is (said in one line)."""
+    from costmodel.fit import transferred
+    from costmodel.transferred import prior_ratios
     from harness.inspection import few_shot
 
-    ratios = few_shot.prior_ratios(prior, measurements)  # every node priced once, for the check and the transfer
+    ratios = prior_ratios(prior, measurements)  # every node priced once, for the check and the transfer
     if measurements.programs["model"].nunique() > 1:
         check = few_shot.prior_check(prior, measurements, ratios)
         verdict = "holds" if check.holds else "does not hold"
@@ -195,40 +195,7 @@ def _transfer(args, prior, measurements):
             print(f"{PROGRAM}: the table transferred from {len(measurements.programs)} programs is not to be trusted on "
                   f"a model they do not include (beyond {few_shot.HOLDS_WITHIN:.0%}): a larger --budget teaches it "
                   "more", file=sys.stderr)
-    return few_shot.transferred(prior, measurements, ratios)
-
-
-def _study(args) -> int:
-    """``--study NODES --prior TABLE``: :func:`harness.inspection.few_shot.study`, written to OUT/study.csv."""
-    from costmodel.measurements import read_measurements
-    from harness.errors import UsageError
-    from harness.inspection import few_shot
-    from harness.results.table import format_number
-
-    if not args.prior:
-        raise UsageError("--study needs --prior TABLE: the table a new device's few programs transfer")
-    prior, candidates = _prior(args)
-    started = time.monotonic()
-    results = few_shot.study(prior, candidates, read_measurements(args.study),
-                             progress=lambda what: print(f"{PROGRAM}: [{time.monotonic() - started:.0f} s] {what}",
-                                                         file=sys.stderr))
-    path = Path(args.out) / "study.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    results.to_csv(path, index=False)
-    print(results.to_string(index=False, float_format=format_number, na_rep="all"))
-    print(f"{PROGRAM}: written to {path}", file=sys.stderr)
-    return 0
-
-
-def _write_table(path: Path, table) -> None:
-    """Write ``table`` whole or not at all: a run starting meanwhile reads the old file or the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        written.write_bytes(table.to_bytes())
-        os.replace(written, path)
-    finally:
-        written.unlink(missing_ok=True)
+    return transferred(prior, measurements, ratios)
 
 
 def _validate(args, measurements) -> int:
@@ -253,7 +220,7 @@ def _validate(args, measurements) -> int:
     started, fitted = time.monotonic(), []
 
     def write(model, table, done, total):
-        _write_table(out.held_out_table(model), table)
+        save(table, out.held_out_table(model))
         fitted.append(model)
         print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: "
               f"{out.held_out_table(model)}", file=sys.stderr)

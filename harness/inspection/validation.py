@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from costmodel.fit import fit, queries
+from costmodel.fit import fit
 from costmodel.measurements import NODE_COLUMNS, PROGRAM, PROGRAM_COLUMNS, Measurements
+from costmodel.queries import node_queries
 from costmodel.table import CostTable, parse
 from harness.errors import UsageError
 from harness.inspection import coverage
@@ -36,7 +37,7 @@ FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
 def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
     """Per program: what it measured (the median and range of its processes' summed times),
     what ``table`` predicts of its nodes and the error it states of that (``expected_error``)."""
-    prices = table.price(queries(measurements.nodes))
+    prices = table.price(node_queries(measurements.nodes))
     predicted = measurements.nodes.assign(predicted=[price.ms for price in prices])
     by_program = predicted.groupby(PROGRAM)["predicted"].sum()
     programs = measurements.programs.set_index(PROGRAM)
@@ -61,17 +62,22 @@ def fit_key(measurements: Measurements) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def left_out_programs(measurements: Measurements, fit_kept, models=None) -> pd.DataFrame:
+    """Each of ``models``' programs (default: every model's) predicted by ``fit_kept`` (a function
+    of measurements to a table) of the measurements of every other model."""
+    return pd.concat([predicted_programs(own, fit_kept(kept)) for _, kept, own in measurements.left_out(models)],
+                     ignore_index=True)
+
+
 def _predicted_by(table: CostTable, measurements: Measurements, model: str) -> pd.DataFrame:
     """``model``'s programs, each with its time predicted by ``table`` (named) and what it measured."""
-    own = Measurements(measurements.device, measurements.nodes[measurements.nodes["model"] == model],
-                       measurements.programs[measurements.programs["model"] == model])
-    return predicted_programs(own, table).assign(table=table.name)
+    return predicted_programs(measurements.of_models([model]), table).assign(table=table.name)
 
 
 def held_out(measurements: Measurements, model: str, key: str) -> tuple[pd.DataFrame, CostTable]:
     """``model``'s programs, each with its time predicted by a table fitted without that model
     (under ``key``: see the module) and what it measured; and that table."""
-    table = fit(measurements.without(model))
+    table = fit(measurements.of_models([model], kept=False))
     table.corpus["fit_key"] = key
     table = table.identified()
     return _predicted_by(table, measurements, model), table

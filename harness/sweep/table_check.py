@@ -24,7 +24,7 @@ _BUILD = ("import sys, lightgbm; booster = lightgbm.Booster(model_str=sys.stdin.
 def load_checked(path) -> CostTable:
     """The cost table in ``path`` (see :func:`costmodel.table.load`), its fitted model built."""
     table = load(path)
-    booster = getattr(table.model, "booster_text", None)
+    booster = table.model.booster_text
     if booster is None:  # a per-operator table: plain numbers, checked as it was parsed
         return table
     checked = cache_folder("checked-tables") / table.digest

@@ -21,7 +21,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from costmodel.device_limits import DeviceLimits
 from costmodel.prediction import Prediction
 from costmodel.queries import pair_name
-from costmodel.signatures import node_values
+from costmodel.fx import node_values
 from costmodel.table import CostTable
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram, VulkanLowering

@@ -13,7 +13,7 @@ import executorch.backends.vulkan.utils as vk_utils
 import torch
 from executorch.backends.vulkan.op_registry import get_op_features, has_impl
 
-from costmodel.signatures import node_values
+from costmodel.fx import node_values
 from harness.errors import InvalidAssignmentError
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.compile.metrics import is_transition

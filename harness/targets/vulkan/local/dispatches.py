@@ -9,7 +9,7 @@ program is made (:func:`node_map`) says, per partition in execution order and no
 which graph node that is, whether the layout pass inserted it (a transition: the strategy's
 clones, not the model's own), the representations of its tensor inputs and output and its
 output's elements and bytes; each partition also carries its graph's digest, by which cost
-tables know its nodes (:func:`costmodel.signatures.graph_digest`). With it, an ETDump is attributed without the lowered program at hand,
+tables know its nodes (:func:`costmodel.fx.graph_digest`). With it, an ETDump is attributed without the lowered program at hand,
 also one that came back from another machine.
 """
 
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import executorch.backends.vulkan.utils as vk_utils
 import torch
 
-from costmodel.signatures import graph_digest, node_values, op_name, signature
+from costmodel.fx import graph_digest, node_values, signature
+from costmodel.signatures import op_name
 from harness.results.results_dir import ResultsDir
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram
 from harness.targets.vulkan.compile.metrics import is_transition
