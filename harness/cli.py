@@ -129,13 +129,6 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--workers", type=count, default=None, help="as for run (0: in this process)")
     profile.set_defaults(ray=None, time_limit=None, memory_limit=None, costs=os.environ.get(COSTS_ENV))  # as for run
 
-    costs = commands.add_parser(
-        "costs", help="GPU time per output element of each operator in each representation, from the ETDumps of "
-        "vulkan-run results; several results directories (runs of one sweep) give the spread between runs")
-    costs.add_argument("results", nargs="+", help="results directories written by run --target vulkan-run")
-    costs.add_argument("--out", help="also write the table here (.csv, or .json)")
-    costs.add_argument("--format", choices=("table", "json", "csv"), default="table")
-
     calibrate = commands.add_parser(
         "calibrate", help="measure what each node costs in each representation on this machine's Vulkan device "
         "(a few assignments per model that together cover them) and fit a cost table for --costs and ilp-time")
@@ -156,22 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     fitting.add_few_shot_arguments(calibrate)
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
-    coverage = commands.add_parser("coverage", help="per kernel family and representation: the predicted GPU time "
-                                   "of a catalog of models there, and whether the cost table's corpus measured it")
-    coverage.add_argument("--catalog", default="docs/timm-catalog/time.csv", help="a catalog CSV (columns model and "
-                          "'runs on ET-VK (lavapipe)'): its models that run; '' for none (default: %(default)s)")
-    chosen = coverage.add_mutually_exclusive_group()
-    chosen.add_argument("--models", help="comma-separated models besides the catalog's")
-    chosen.add_argument("--zoo", default="quick", help="a zoo besides the catalog (default: %(default)s)")
-    coverage.add_argument("--costs", default="docs/cost-table/h100.json", help="the cost table that prices the nodes "
-                          "(default: %(default)s)")
-    coverage.add_argument("--nodes", help="the table's corpus, as calibrate --nodes kept it (default: TABLE's "
-                          "name with -nodes.jsonl.gz)")
-    coverage.add_argument("--strategy", default="bfs-downstream", help="the strategy lowering each model")
-    coverage.add_argument("--cached-only", action="store_true", help="leave out models whose lowering prefix is not "
-                          "cached, rather than lower them (minutes each)")
-    coverage.add_argument("--out", default="results/coverage.csv", help="the table as CSV; the priced nodes are kept "
-                          "beside it (.nodes.jsonl) and read back by a re-run (default: %(default)s)")
+    inspections.add_cost_parsers(commands)
 
     preferences = commands.add_parser("preferences", help="what a device's cost table rewards: per operator, the "
                                       "representations its fit prefers and when; several tables side by side")

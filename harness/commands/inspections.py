@@ -99,3 +99,30 @@ def coverage(args) -> int:
     print(f"{PROGRAM}: {nodes['model'].nunique()} of {len(chosen)} models priced{left}; table written to {out}",
           file=sys.stderr)
     return 0
+
+
+def add_cost_parsers(commands) -> None:
+    """The ``costs`` and ``coverage`` commands' options."""
+    costs = commands.add_parser(
+        "costs", help="GPU time per output element of each operator in each representation, from the ETDumps of "
+        "vulkan-run results; several results directories (runs of one sweep) give the spread between runs")
+    costs.add_argument("results", nargs="+", help="results directories written by run --target vulkan-run")
+    costs.add_argument("--out", help="also write the table here (.csv, or .json)")
+    costs.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+    coverage = commands.add_parser("coverage", help="per kernel family and representation: the predicted GPU time "
+                                   "of a catalog of models there, and whether the cost table's corpus measured it")
+    coverage.add_argument("--catalog", default="docs/timm-catalog/time.csv", help="a catalog CSV (columns model and "
+                          "'runs on ET-VK (lavapipe)'): its models that run; '' for none (default: %(default)s)")
+    chosen = coverage.add_mutually_exclusive_group()
+    chosen.add_argument("--models", help="comma-separated models besides the catalog's")
+    chosen.add_argument("--zoo", default="quick", help="a zoo besides the catalog (default: %(default)s)")
+    coverage.add_argument("--costs", default="docs/cost-table/h100.json", help="the cost table that prices the nodes "
+                          "(default: %(default)s)")
+    coverage.add_argument("--nodes", help="the table's corpus, as calibrate --nodes kept it (default: TABLE's "
+                          "name with -nodes.jsonl.gz)")
+    coverage.add_argument("--strategy", default="bfs-downstream", help="the strategy lowering each model")
+    coverage.add_argument("--cached-only", action="store_true", help="leave out models whose lowering prefix is not "
+                          "cached, rather than lower them (minutes each)")
+    coverage.add_argument("--out", default="results/coverage.csv", help="the table as CSV; the priced nodes are kept "
+                          "beside it (.nodes.jsonl) and read back by a re-run (default: %(default)s)")

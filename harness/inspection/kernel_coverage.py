@@ -52,7 +52,7 @@ def node_measures(signature: dict, input_repr: str | None, output_repr: str | No
 def priced_nodes(lowered, table: CostTable) -> list[dict]:
     """Every operator node and transition of a lowered program, as the strategy left it, with its
     signature, representations and price (ms) under ``table``."""
-    from harness.targets.vulkan.metrics import assignments
+    from harness.targets.vulkan.compile.metrics import assignments
     from strategies.layout_problem import needed_transitions
 
     rows = []
@@ -75,7 +75,7 @@ def lower_and_price(model: str, strategy: str, table: CostTable, cached_only: bo
     import strategies
     from harness.pipeline.model import pipeline
     from harness.quiet import output_to_stderr
-    from harness.targets.vulkan.prefix import LOWERING_PREFIX, vulkan_lowering
+    from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX, vulkan_lowering
 
     if cached_only and not LOWERING_PREFIX.cache.path(LOWERING_PREFIX.key(model)).exists():
         return None

@@ -18,7 +18,7 @@ import pandas as pd
 
 from costmodel.kernel_families import dispatches_agree, kernel_family
 from harness.errors import UsageError
-from harness.targets.vulkan.dispatches import STAGING_KERNELS
+from harness.targets.vulkan.local.dispatches import STAGING_KERNELS
 
 NODE_COLUMNS = ["etdump", "operator", "family", "kernels", "input", "output", "agrees"]
 _LAYOUTS = {0: "WIDTH_PACKED", 1: "HEIGHT_PACKED", 2: "CHANNELS_PACKED"}
