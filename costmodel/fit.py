@@ -5,7 +5,9 @@ every (node, input, output), the fitted model of every other
 (:class:`costmodel.gradient_boosted.GradientBoostedModel`), and the relative error the fit is
 expected to make per operator on a model it never saw: the model refitted with a few models
 left out at a time, each left-out model's time of each operator predicted and compared with
-what it measured (the median of those errors over models); the probes ``layoutbench
+what it measured (the median of those errors over models); the table's support (what kernel
+families it measured at which sizes, :mod:`costmodel.support`) and its intervals, calibrated
+on the same held-out predictions (:mod:`costmodel.intervals`); the probes ``layoutbench
 preferences`` asks, and the spread of identical programs' runs. :func:`transferred` makes a
 new device's table from another's (the prior) and a few of its programs
 (:class:`costmodel.transferred.TransferredModel`), its expected errors measured the same way.
@@ -18,10 +20,13 @@ from dataclasses import asdict, replace
 import numpy as np
 import pandas as pd
 
-from costmodel.features import GraphLoad
+from costmodel.features import GraphLoad, node_features
 from costmodel.gradient_boosted import GradientBoostedModel
+from costmodel.intervals import Intervals
+from costmodel.kernel_families import kernel_family
 from costmodel.measurements import Measurements
-from costmodel.queries import graph_loads, node_queries
+from costmodel.queries import Query, graph_loads, node_queries
+from costmodel.support import FEATURES as SUPPORT_FEATURES, Support
 from costmodel.table import CostTable
 from costmodel.transferred import TransferredModel, prior_ratios
 
@@ -86,17 +91,65 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     frame = measurements.nodes
     training = _training_set(frame)
     table = CostTable(measurements.device, GradientBoostedModel.fit(training), measured_prices(frame, training),
-                      limits=measurements.limits)
+                      limits=measurements.limits, support=Support.of(support_rows(training)))
     models = sorted(frame["model"].unique())
     folds = min(folds, len(models))
-    errors = [operator_errors(left.nodes, GradientBoostedModel.fit(_training_set(kept.nodes)).predict(
-        node_queries(left.nodes))) for _, kept, left in (measurements.left_out(models, folds) if folds > 1 else [])]
-    if errors:
-        table.errors = _expected_errors(errors)
+    held_out = [_held_out(kept.nodes, left.nodes) for _, kept, left in
+                (measurements.left_out(models, folds) if folds > 1 else [])]
+    if held_out:
+        table.errors = _expected_errors([operator_errors(left, left["predicted"]) for left in held_out])
+        table.intervals = _intervals(pd.concat(held_out, ignore_index=True))
     table.probes = _probes(training)
     table.spread = program_spread(measurements.programs)
     table.corpus = _corpus(measurements, models, table)
     return table.identified()
+
+
+def support_rows(frame: pd.DataFrame, queries: list[Query] | None = None) -> pd.DataFrame:
+    """Per row of measured nodes (or per query), its kernel family and what sizes it
+    (:data:`costmodel.support.FEATURES`)."""
+    rows = []
+    for query in node_queries(frame) if queries is None else queries:
+        features = node_features(query.signature, query.input, query.output, query.transition)
+        rows.append({"family": kernel_family(query.signature, query.input, query.output),
+                     **{name: features[name] for name in SUPPORT_FEATURES}})
+    return pd.DataFrame(rows, columns=["family", *SUPPORT_FEATURES])
+
+
+def _held_out(kept: pd.DataFrame, left: pd.DataFrame) -> pd.DataFrame:
+    """``left``'s nodes predicted by a fit of ``kept``'s: each one's ``predicted`` ms, its
+    ``family`` and whether it lies ``outside`` that fit's support."""
+    training = _training_set(kept)
+    queries = node_queries(left)
+    support, rows = Support.of(support_rows(training)), support_rows(left, queries)
+    outside = [support.outside(family, features) is not None
+               for family, features in zip(rows["family"], rows[list(SUPPORT_FEATURES)].to_dict("records"))]
+    return left.assign(predicted=GradientBoostedModel.fit(training).predict(queries), family=rows["family"].to_numpy(),
+                       outside=outside)
+
+
+REFERENCE_STRATEGY = "bfs-downstream"  # ExecuTorch's own pass: what a change is measured against
+CALIBRATION_ROUND = "calibration-"  # its programs' strategies: assignments no record states, left out here
+
+
+def _intervals(held_out: pd.DataFrame) -> Intervals:
+    """The intervals of held-out predictions (:func:`_held_out` of every fold): residuals of
+    each program's time inside the support, of each program's time relative to the reference
+    strategy's program of the same model and run, and of each model's time per family."""
+    program = ["model", "run", "strategy"]
+    held_out = held_out[~held_out["strategy"].str.startswith(CALIBRATION_ROUND)]
+    inside = held_out[~held_out["outside"]].groupby(program)[["ms", "predicted"]].sum()
+    inside = inside[inside["predicted"] > 0]
+    whole = held_out.groupby(program)[["ms", "predicted"]].sum()
+    ratio = np.log(whole["ms"] / whole["predicted"])
+    reference = ratio.xs(REFERENCE_STRATEGY, level="strategy") if REFERENCE_STRATEGY in whole.index.get_level_values(
+        "strategy") else pd.Series(dtype=float)
+    others = ratio.drop(REFERENCE_STRATEGY, level="strategy", errors="ignore")
+    changes = (others - reference.reindex(others.droplevel("strategy").index).to_numpy()).dropna()
+    families = held_out.groupby(["family", "model"])[["ms", "predicted"]].sum()
+    family_ratio = np.log(families["ms"] / families["predicted"])
+    return Intervals.of(np.log(inside["ms"] / inside["predicted"]).to_numpy(), changes.to_numpy(),
+                        {family: r.to_numpy() for family, r in family_ratio.groupby(level="family")})
 
 
 def _expected_errors(errors: list[pd.DataFrame]) -> dict:

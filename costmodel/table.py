@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from costmodel.device_limits import DeviceLimits
+from costmodel.intervals import Intervals
 from costmodel.model import CostModel
 from costmodel.per_operator import PerOperatorModel
 from costmodel.queries import Price, Query
+from costmodel.support import Support
 from layoutkit.errors import UsageError
 
 COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
@@ -68,6 +70,8 @@ class CostTable:
     spread: float = 0.0
     digest: str = ""
     limits: DeviceLimits | None = None  # what makes a layout illegal on its device (unknown: None)
+    support: Support | None = None  # kernel families and sizes its corpus measured (a fit's table)
+    intervals: Intervals | None = None  # its predictions' error bars, from models its fit left out
 
     def price(self, queries: list[Query]) -> list[Price]:
         """Each query's price: measured where the table has the node in that pair, else fitted."""
@@ -95,6 +99,8 @@ class CostTable:
             "errors": dict(sorted(self.errors.items())),
             "spread": self.spread,
             "probes": dict(sorted(self.probes.items())),
+            **({"support": self.support.to_json()} if self.support else {}),
+            **({"intervals": self.intervals.to_json()} if self.intervals else {}),
             "model": self.model.to_json(),
             "nodes": [{"graph": g, "node": n, "input": i, "output": o, "ms": ms}
                       for (g, n, i, o), ms in sorted(self.nodes.items())],
@@ -115,6 +121,8 @@ class CostTable:
             spread=float(data.get("spread", 0.0)),
             digest=digest,
             limits=DeviceLimits.from_json(data["limits"]) if "limits" in data else None,
+            support=Support.from_json(data["support"]) if "support" in data else None,
+            intervals=Intervals.from_json(data["intervals"]) if "intervals" in data else None,
         )
 
     def to_bytes(self) -> bytes:
