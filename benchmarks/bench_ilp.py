@@ -41,28 +41,25 @@ class IlpScaling:
     def setup(self, problems, graph, objective):
         self.problems = problems[graph]
 
-    def _objectives(self, objective: str) -> list:
-        return [OBJECTIVES[objective](problem) for problem in self.problems]
-
     def time_solve(self, problems, graph, objective):
-        for each in self._objectives(objective):
-            solve(each)
+        for problem in self.problems:
+            solve(OBJECTIVES[objective](problem))
 
     def peakmem_solve(self, problems, graph, objective):
-        for each in self._objectives(objective):
-            solve(each)
+        for problem in self.problems:
+            solve(OBJECTIVES[objective](problem))
 
     def track_variables(self, problems, graph, objective):
-        return sum(formulate(each).variables for each in self._objectives(objective))
+        return sum(formulate(OBJECTIVES[objective](p)).variables for p in self.problems)
 
     track_variables.unit = "variables"
 
     def track_constraints(self, problems, graph, objective):
-        return sum(formulate(each).constraints for each in self._objectives(objective))
+        return sum(formulate(OBJECTIVES[objective](p)).constraints for p in self.problems)
 
     track_constraints.unit = "constraints"
 
     def track_proven_optimal(self, problems, graph, objective):
-        return int(all(solve(each).optimal for each in self._objectives(objective)))
+        return int(all(solve(OBJECTIVES[objective](p)).optimal for p in self.problems))
 
     track_proven_optimal.unit = "bool"

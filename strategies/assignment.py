@@ -73,17 +73,13 @@ class Assignment:
         nodes = {node.name: node for node in graph_module.graph.nodes}
 
         def representation(node, index=0) -> Repr:
+            if isinstance(node, (list, tuple)):  # a list argument: its members are read alike
+                node = node[0]
             tensor_repr = vk_utils.get_node_repr(node)
-            if isinstance(tensor_repr, (list, tuple)):
-                tensor_repr = tensor_repr[index]
-            return as_pair(tensor_repr)
-
-        def argument(use):
-            arg = nodes[use.op].args[use.arg_index]
-            return arg[0] if isinstance(arg, (list, tuple)) else arg
+            return as_pair(tensor_repr[index] if isinstance(tensor_repr, (list, tuple)) else tensor_repr)
 
         return cls(problem, {key: representation(nodes[t.node], key[1]) for key, t in problem.tensors.items()},
-                   [representation(argument(use)) for use in problem.uses])
+                   [representation(nodes[use.op].args[use.arg_index]) for use in problem.uses])
 
     def apply(self, layout_pass, graph_module: torch.fx.GraphModule) -> int:
         """Tag every tensor with its representation and insert the clones the uses need, with

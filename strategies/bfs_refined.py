@@ -46,12 +46,10 @@ class LocalSearch:
         self.choices = [self._choices(members) for members in self.units]
 
         self.uses_of: dict = {key: [] for key in problem.tensors}
-        for index, use in enumerate(problem.uses):
-            for source in use.sources:
-                self.uses_of[source].append(index)
         self.reads = {key: Counter() for key in problem.tensors}
         for index, use in enumerate(problem.uses):
             for source in use.sources:
+                self.uses_of[source].append(index)
                 self.reads[source][start.uses[index]] += 1
         # Per operator the objective prices, the members whose representations price it: its
         # primary use (None where it reads no tensor) and its first output; per member, those operators.
@@ -60,9 +58,8 @@ class LocalSearch:
                       for op, info in problem.operators.items() if objective.prices_nodes}
         self.priced: dict = {}
         for op, pair in self.pairs.items():
-            for member in pair:
-                if member is not None:
-                    self.priced.setdefault(member, []).append(op)
+            for member in filter(None, pair):
+                self.priced.setdefault(member, []).append(op)
 
     def _choices(self, members) -> dict:
         """For each packed-dim info all members offer: the representation each takes (its

@@ -38,10 +38,7 @@ class TimeSearch(LocalSearch):
 
     preference_patience = 8
     repairs = 3  # single moves after a kick
-
-    def __init__(self, start: Assignment, objective: PredictedTime):
-        super().__init__(start, objective)
-        self.changed = self.unkicked = None  # units changed since a round, since kicks (None: all)
+    changed = unkicked = None  # units changed since a round, since kicks (None: all)
 
     def _other_infos(self, unit) -> list:
         current = packed_dim_info(self.reprs[self.units[unit][0]])

@@ -56,8 +56,8 @@ def _pair(op: str, input_repr, output_repr) -> tuple[str, str, str]:
 class _Rounds:
     """The rounds of one graph's problem, solved as they are first asked for."""
 
-    def __init__(self, problem: LayoutProblem):
-        self.coverage = Coverage(problem)
+    def __init__(self, coverage: Coverage):
+        self.coverage = coverage  # of the rounds solved so far
         self.solutions: list = []
 
     def solution(self, number: int, time_limit: float):
@@ -83,7 +83,7 @@ class CalibrationLayout(IlpLayout):
 
     def call(self, graph_module):
         problem = extract(self, graph_module)
-        rounds = _rounds_by_graph.pop(problem.graph, None) or _Rounds(problem)
+        rounds = _rounds_by_graph.pop(problem.graph, None) or _Rounds(self.objective(problem))
         _rounds_by_graph[problem.graph] = rounds  # the most recent last
         while len(_rounds_by_graph) > KEPT_GRAPHS:
             _rounds_by_graph.popitem(last=False)

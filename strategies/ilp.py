@@ -28,7 +28,6 @@ TIME_RELATIVE_GAP = 1e-4
 @dataclass
 class Solution:
     assignment: Assignment
-    transitions: int
     cost: float
     bound: float
     optimal: bool
@@ -68,8 +67,7 @@ def solve(objective: Objective, time_limit: float = 60.0, reference: Assignment 
     anchor_cost = anchored.cost(anchor)
     if objective.saves_beyond_spread(anchor_cost, solution.cost):
         return solution
-    return replace(solution, assignment=anchor, cost=anchor_cost, transitions=len(anchor.transitions),
-                   kept_anchor=True)
+    return replace(solution, assignment=anchor, cost=anchor_cost, kept_anchor=True)
 
 
 def _solve(objective: Objective, time_limit: float, assignment: Assignment | None, start: float) -> Solution:
@@ -97,15 +95,10 @@ def _solve(objective: Objective, time_limit: float, assignment: Assignment | Non
         return max(choices, key=lambda r: values[choices[r]])
 
     found = Assignment(problem, {key: chosen(choices) for key, choices in x.items()}, [chosen(c) for c in y])
-    if objective.integral:
-        bound = _cost_bound(info.mip_dual_bound, formulation.tie_budget)
-    else:
-        bound = info.mip_dual_bound - formulation.tie_budget if math.isfinite(info.mip_dual_bound) else 0.0
     return Solution(
         assignment=found,
-        transitions=len(found.transitions),
         cost=objective.cost(found),
-        bound=bound,
+        bound=_cost_bound(objective, info.mip_dual_bound, formulation.tie_budget),
         optimal=status == highspy.HighsModelStatus.kOptimal,
         solve_seconds=time.perf_counter() - start,
         variables=formulation.variables,
@@ -113,12 +106,12 @@ def _solve(objective: Objective, time_limit: float, assignment: Assignment | Non
     )
 
 
-def _cost_bound(dual_bound: float, tie_budget: float) -> float:
-    """A lower bound on the transition cost: HiGHS' bound less the tie-break's share, rounded
-    up (costs are integers); 0 where HiGHS has no finite bound yet."""
+def _cost_bound(objective: Objective, dual_bound: float, tie_budget: float) -> float:
+    """A lower bound on the cost: HiGHS' bound less the tie-break's share, rounded up where
+    costs are integers; 0 where HiGHS has no finite bound yet."""
     if not math.isfinite(dual_bound):
         return 0.0
-    return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6)))
+    return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6))) if objective.integral else dual_bound - tie_budget
 
 
 def partition_problems(programs) -> list[LayoutProblem]:

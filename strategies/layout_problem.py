@@ -16,7 +16,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStora
 
 from costmodel.features import GraphLoad
 from costmodel.pricing import Pricing
-from costmodel.queries import Price, Query, pair_name, transition_signature
+from costmodel.queries import Query, pair_name, transition_signature
 from costmodel.signatures import graph_digest, node_values, op_name, signature
 from strategies.representations import (
     DEFAULT_REPR,
@@ -114,14 +114,6 @@ class LayoutProblem:
             queries.append(Query(moved[source], pair_name(f), pair_name(r), True, load=load))
         priced = table.price(queries)
         return dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):]))
-
-    def node_price(self, table: Pricing, op: str, input_repr: Repr | None, output_repr: Repr) -> Price:
-        """An operator node's price when it reads its primary argument as ``input_repr`` and
-        writes ``output_repr``."""
-        return self.prices(table)[0][(op, input_repr, output_repr)]
-
-    def transition_price(self, table: Pricing, source: TensorKey, source_repr: Repr, target: Repr) -> Price:
-        return self.prices(table)[1][(source, source_repr, target)]
 
     def known_prices(self, table: Pricing, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
         """``table``'s prices of these nodes and transitions: all of them where a strategy has asked

@@ -3,25 +3,17 @@ ILP (:mod:`strategies.ilp_model`) and the local searches (:mod:`strategies.bfs_r
 take. A strategy names its own: :class:`TransitionCount`, :class:`TransitionBytes`,
 :class:`PredictedTime`, or the calibration rounds' coverage (:mod:`strategies.calibration`).
 
-``ilp-time`` and ``bfs-time`` minimise an assignment's predicted GPU time plus the price of what
-the cost table is unsure of, relative to an anchor they leave only for a saving they can
-measure. A cost table measures some prices on the model itself and fits the rest, with an
-error it expects of the fit per operator (:mod:`costmodel.table`). An optimiser that takes
-fitted prices at face value buys savings the fit only imagines: it puts a node in a pair the
-table prices a few per cent lower, where the table is wrong by more than that. So a node that
-leaves its *reference* pair pays, on top of its price in the new pair, the error expected of
-that price (``caution`` times the relative error of either price, on the larger of the two);
-a node priced from its own measurement pays nothing extra. A transition is priced at its
-fitted price plus its expected error: it is the certain cost of a move whose savings are
-uncertain.
-
-ilp-time's reference, its *anchor*, is ExecuTorch's own choices or the assignment with the
-fewest transitions, whichever costs less with the doubt over leaving ExecuTorch's charged.
-The optimum relative to the anchor replaces it only where it saves more than the table's
-spread (how much runs of one program differ): a smaller saving is not one a run can show,
-and a program changed for it may run slower by as much (:func:`strategies.ilp.solve`;
-bfs-time keeps the faster of bfs-downstream's and bfs-refined's assignments by the same rule,
-:meth:`Objective.saves_beyond_spread`).
+A cost table measures some prices on the model itself and fits the rest, with an error it
+expects of the fit per operator (:mod:`costmodel.table`); an optimiser that takes fitted
+prices at face value buys savings the fit only imagines. So, relative to a *reference*
+assignment, a node that leaves the reference's pair pays on top of its price the error
+expected of it (``caution`` times the relative error of either price, on the larger of the
+two; nothing where both were measured), and a transition its price plus its expected error.
+ilp-time's reference, its *anchor*, is ExecuTorch's own choices or the fewest transitions,
+whichever costs less with the doubt over leaving ExecuTorch's charged; the optimum replaces it
+only where it saves more than the table's spread (how much runs of one program differ), which
+is all a run can show (:func:`strategies.ilp.solve`; bfs-time keeps the faster of
+bfs-downstream's and bfs-refined's by the same rule; docs/gpu-time.md: the numbers).
 """
 
 from costmodel.pricing import Pricing
@@ -109,27 +101,26 @@ class PredictedTime(Objective):
         super().__init__(problem)
         self.table, self.caution, self.spread = table, caution, table.spread
         self.reference = {op: (a, b) for op, a, b in reference.operator_reprs()} if reference is not None else {}
-        self._node_costs: dict = {}
-        self._transition_costs: dict = {}
+        self.node_prices, self.transition_prices = problem.prices(table)
+        self._costs: dict = {}  # per node and per clone asked for: its cost
 
     def relative_to(self, reference: Assignment) -> "PredictedTime":
         return PredictedTime(self.problem, self.table, reference, self.caution)
 
     def node_cost(self, op: str, input_repr, output_repr) -> float:
         key = (op, input_repr, output_repr)
-        if key not in self._node_costs:
-            price = self.problem.node_price(self.table, *key)
+        if key not in self._costs:
+            price = self.node_prices[key]
             reference = self.reference.get(op)
-            cost = price.ms
+            self._costs[key] = price.ms
             if reference is not None and reference != (input_repr, output_repr) and self.caution:
-                other = self.problem.node_price(self.table, op, *reference)
-                cost += self.caution * max(price.error, other.error) * max(price.ms, other.ms)
-            self._node_costs[key] = cost
-        return self._node_costs[key]
+                other = self.node_prices[(op, *reference)]
+                self._costs[key] += self.caution * max(price.error, other.error) * max(price.ms, other.ms)
+        return self._costs[key]
 
     def transition_cost(self, source, origin, target) -> float:
         key = (source, origin, target)
-        if key not in self._transition_costs:
-            price = self.problem.transition_price(self.table, *key)
-            self._transition_costs[key] = price.ms * (1 + self.caution * price.error) if self.reference else price.ms
-        return self._transition_costs[key]
+        if key not in self._costs:
+            price = self.transition_prices[key]
+            self._costs[key] = price.ms * (1 + self.caution * price.error) if self.reference else price.ms
+        return self._costs[key]
