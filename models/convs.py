@@ -7,9 +7,10 @@ channels), which neither those seeds nor the zoo measure at the catalog's sizes:
 a resnest or an efficientnet with grouped convolutions spends up to 61 % of its
 multiply-adds there, with 4 to 256 input channels a group. Each model here is a grouped
 convolution with a clamp (what ET-VK fuses into ``conv_with_clamp``), a grouped convolution
-of stride 2 without one, a dilated convolution and a depthwise convolution of a kernel
-wider than 5 (its generic shader), at sizes drawn from the seed over the timm catalog's
-range: 4 to 256 channels a group, 2 to 64 groups, 7 to 112 pixels a side, kernels of 3 or 5.
+of stride 2 without one and a dilated convolution, at sizes drawn from the seed over the
+timm catalog's range: 4 to 256 channels a group, 2 to 64 groups, 7 to 112 pixels a side,
+kernels of 3 or 5. (Depthwise kernels wider than 5, ET-VK's generic depthwise shader, are
+left out: a lone one computes wrong outputs on the pinned runtime, docs/gpu-time.md.)
 """
 
 import math
@@ -34,21 +35,18 @@ def _channels_and_groups(rng: random.Random) -> tuple[int, int]:
 
 
 class DirectConvolutions(nn.Module):
-    """Grouped (with and without a clamp, stride 1 and 2), dilated and wide depthwise
-    convolutions, each feeding the next."""
+    """Grouped (with and without a clamp, stride 1 and 2) and dilated convolutions, each
+    feeding the next."""
 
     def __init__(self, channels: int, groups: int, strided_groups: int, kernel: int, dilation: int,
-                 dilated_channels: int, depthwise_kernel: int):
+                 dilated_channels: int):
         super().__init__()
         self.grouped = nn.Conv2d(channels, channels, kernel, padding=kernel // 2, groups=groups)
         self.strided = nn.Conv2d(channels, channels, kernel, stride=2, padding=kernel // 2, groups=strided_groups)
         self.dilated = nn.Conv2d(channels, dilated_channels, 3, padding=dilation, dilation=dilation)
-        self.depthwise = nn.Conv2d(dilated_channels, dilated_channels, depthwise_kernel,
-                                   padding=depthwise_kernel // 2, groups=dilated_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.strided(torch.relu(self.grouped(x)))
-        return self.depthwise(torch.relu(self.dilated(y)))
+        return torch.relu(self.dilated(self.strided(torch.relu(self.grouped(x)))))
 
 
 def convs_spec(seed: int) -> ModelSpec:
@@ -59,10 +57,8 @@ def convs_spec(seed: int) -> ModelSpec:
     kernel = rng.choice((3, 3, 5))
     dilation = rng.choice((2, 3))
     dilated_channels = 16 * round(math.exp(rng.uniform(math.log(64), math.log(512))) / 16)
-    depthwise_kernel = rng.choice((7, 9))
     torch.manual_seed(seed)
-    module = DirectConvolutions(channels, groups, strided_groups, kernel, dilation, dilated_channels,
-                                depthwise_kernel).eval()
+    module = DirectConvolutions(channels, groups, strided_groups, kernel, dilation, dilated_channels).eval()
     example = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(seed))
     return ModelSpec(f"convs:{seed}", module, (example,))
 

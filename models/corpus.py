@@ -34,8 +34,7 @@ CALIBRATION_CORPUS = (
     # shapes sampled over a wide range; the last five seeds draw feature maps of 159 to 223
     # pixels a side, which the first sixteen reach once (kernels:11)
     *(f"kernels:{seed}" for seed in (*range(16), 17, 27, 36, 44, 59)),
-    # the convolutions ET-VK runs with its direct shader (grouped, dilated) and wide depthwise
-    # kernels, at the timm catalog's sizes
+    # the convolutions ET-VK runs with its direct shader (grouped, dilated) at the timm catalog's sizes
     *(f"convs:{seed}" for seed in range(16)),
 )
 

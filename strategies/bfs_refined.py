@@ -9,20 +9,15 @@ from executorch.exir.pass_base import PassResult
 
 from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
+from strategies.assignment import Assignment
+from strategies.layout_problem import extract, remove_transitions, sync_components
+from strategies.objective import Objective, TransitionCount
 from strategies.representations import packed_dim_info
-from strategies.layout_problem import (
-    LayoutProblem,
-    apply_assignment,
-    extract,
-    needed_transitions,
-    read_assignment,
-    remove_transitions,
-    sync_components,
-)
 
 
 class LocalSearch:
-    """Moves *regions* of an assignment to another packed-dim info while that removes clones.
+    """Moves *regions* of an assignment to another packed-dim info while that lowers the
+    objective's cost (for bfs-refined: removes clones).
 
     A unit is a sync component (the tensors and uses that must share packed-dim info) or a
     lone tensor or use. Each remaining clone (source, representation read) suggests two
@@ -30,19 +25,19 @@ class LocalSearch:
     representation. A move grows breadth-first from those seeds through the units that
     agreed with a moved one (no clone between them) and accept the target packed dim, so a
     run of layout-agnostic ops changes representation as one instead of paying a clone at
-    every step; the prefix of that growth that removes the most clones is kept. Moves are
-    taken only when they strictly lower the count, in a fixed order, until none does: the
-    result is deterministic and never worse than the start.
+    every step; the prefix of that growth that lowers the cost most is kept. Moves are
+    taken only when they lower the cost by more than the objective's ``min_gain``, in a fixed
+    order, until none does: the result is deterministic and never worse than the start.
     """
 
     max_region = 256  # units per move: bounds the search on graphs with long agreeing runs
     patience = 32  # units a move may grow past its best point before it stops
-    min_gain = 0  # what a move must lower the cost by, beyond nothing, to count
 
-    def __init__(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list):
-        self.problem = problem
-        self.reprs = {("tensor", key): r for key, r in tensor_reprs.items()}
-        self.reprs.update({("use", i): r for i, r in enumerate(use_reprs)})
+    def __init__(self, start: Assignment, objective: Objective):
+        self.problem = problem = start.problem
+        self.objective = objective
+        self.reprs = {("tensor", key): r for key, r in start.tensors.items()}
+        self.reprs.update({("use", i): r for i, r in enumerate(start.uses)})
         grouped = sync_components(problem)
         in_groups = {member for members in grouped for member in members}
         self.units = grouped + [[m] for m in self.reprs if m not in in_groups]
@@ -51,13 +46,20 @@ class LocalSearch:
         self.choices = [self._choices(members) for members in self.units]
 
         self.uses_of: dict = {key: [] for key in problem.tensors}
-        for index, use in enumerate(problem.uses):
-            for source in use.sources:
-                self.uses_of[source].append(index)
         self.reads = {key: Counter() for key in problem.tensors}
         for index, use in enumerate(problem.uses):
             for source in use.sources:
-                self.reads[source][use_reprs[index]] += 1
+                self.uses_of[source].append(index)
+                self.reads[source][start.uses[index]] += 1
+        # Per operator the objective prices, the members whose representations price it: its
+        # primary use (None where it reads no tensor) and its first output; per member, those operators.
+        self.pairs = {op: (None if info.primary_use is None else ("use", info.primary_use),
+                           ("tensor", problem.op_outputs[op][0]))
+                      for op, info in problem.operators.items() if objective.prices_nodes}
+        self.priced: dict = {}
+        for op, pair in self.pairs.items():
+            for member in filter(None, pair):
+                self.priced.setdefault(member, []).append(op)
 
     def _choices(self, members) -> dict:
         """For each packed-dim info all members offer: the representation each takes (its
@@ -77,15 +79,20 @@ class LocalSearch:
             }
         return choices
 
-    def tensor_reprs(self) -> dict:
-        return {key: self.reprs[("tensor", key)] for key in self.problem.tensors}
+    def assignment(self) -> Assignment:
+        return Assignment(self.problem, {key: self.reprs[("tensor", key)] for key in self.problem.tensors},
+                          [self.reprs[("use", i)] for i in range(len(self.problem.uses))])
 
-    def use_reprs(self) -> list:
-        return [self.reprs[("use", i)] for i in range(len(self.problem.uses))]
-
-    def _source_cost(self, source) -> int:
+    def _source_cost(self, source) -> float:
+        """The cost of the clones of ``source``."""
         own = self.reprs[("tensor", source)]
-        return sum(1 for r, n in self.reads[source].items() if n and r != own)
+        cost = self.objective.transition_cost
+        return sum(cost(source, own, r) for r, n in self.reads[source].items() if n and r != own)
+
+    def _node_cost(self, op, reprs) -> float:
+        """``op``'s cost with its members' representations looked up in ``reprs`` (a dict)."""
+        primary, output = self.pairs[op]
+        return self.objective.node_cost(op, None if primary is None else reprs[primary], reprs[output])
 
     def _set(self, member, representation) -> None:
         kind, ref = member
@@ -106,22 +113,25 @@ class LocalSearch:
                 sources.update(self.problem.uses[ref].sources)
         return sorted(sources)
 
-    def _scope(self, members):
-        """What a change of ``members`` can change the cost of: here, the sources' clones."""
-        return self._affected_sources(members)
+    def _priced_ops(self, members) -> list:
+        """The operators ``members``' representations price, each once, sorted (a cost summed
+        over them rounds alike whatever the hash seed)."""
+        return sorted({op for member in members for op in self.priced.get(member, ())})
 
-    def _cost(self, scope) -> float:
-        return sum(self._source_cost(s) for s in scope)
+    def _cost(self, sources: list, ops: list) -> float:
+        """The cost of the clones of ``sources`` and of the nodes ``ops``."""
+        return sum(map(self._source_cost, sources)) + sum(self._node_cost(op, self.reprs) for op in ops)
 
     def _move(self, unit, info) -> float:
-        """Move one unit to ``info``; returns the change in the cost (here, transitions)."""
+        """Move one unit to ``info``; returns the change in the cost."""
         changes = [(m, r) for m, r in self.choices[unit][info].items() if self.reprs[m] != r]
-        scope = self._scope([member for member, _ in changes])
-        before = self._cost(scope)
+        members = [member for member, _ in changes]
+        scope = self._affected_sources(members), self._priced_ops(members)  # what the change can change
+        before = self._cost(*scope)
         for member, r in changes:
             self.undo_log.append((member, self.reprs[member]))
             self._set(member, r)
-        return self._cost(scope) - before
+        return self._cost(*scope) - before
 
     def _undo_to(self, length: int) -> None:
         while len(self.undo_log) > length:
@@ -141,8 +151,8 @@ class LocalSearch:
 
     def grow(self, seeds: list[int], info, patience: int | None = None) -> bool:
         """Move ``seeds`` to ``info``, then, breadth-first, each unit that agreed with a moved
-        one and accepts ``info``; keep the prefix of that order that removes the most
-        transitions (none if none removes any)."""
+        one and accepts ``info``; keep the prefix of that order that lowers the cost most (none
+        if none lowers it)."""
         patience = self.patience if patience is None else patience
         start = len(self.undo_log)
         region, queue = set(seeds), list(seeds)
@@ -152,7 +162,7 @@ class LocalSearch:
                 break
             followers = list(self._agreeing_neighbours(unit))
             delta += self._move(unit, info)
-            if delta < best - self.min_gain:
+            if delta < best - self.objective.min_gain:
                 best, best_length, best_step = delta, len(self.undo_log), step
             for follower in followers:
                 if follower not in region and info in self.choices[follower]:
@@ -189,12 +199,6 @@ class LocalSearch:
                 return
 
 
-def refine(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
-    search = LocalSearch(problem, tensor_reprs, use_reprs)
-    search.run()
-    return search.tensor_reprs(), search.use_reprs()
-
-
 @register_strategy("bfs-refined")
 class BfsRefined(TagMemoryMetaPass):
     """The pinned pass (``bfs-downstream``), then :class:`LocalSearch` over its result.
@@ -219,27 +223,29 @@ class BfsRefined(TagMemoryMetaPass):
             return PassResult(graph_module, True)
 
         start = time.perf_counter()
-        problem = extract(self, graph_module, inserted)
-        tensor_reprs, use_reprs = read_assignment(problem, graph_module)
-        read_off = len(needed_transitions(problem, tensor_reprs, use_reprs))
-        if read_off != len(inserted):
+        passed = Assignment.read(extract(self, graph_module, inserted), graph_module)
+        if len(passed.transitions) != len(inserted):
             raise InvalidAssignmentError(
-                f"bfs-refined read {read_off} transitions off the pass's result, which inserted {len(inserted)}"
+                f"bfs-refined read {len(passed.transitions)} transitions off the pass's result, which inserted "
+                f"{len(inserted)}"
             )
-        refined = self.refine(problem, tensor_reprs, use_reprs)
+        refined = self.refine(passed)
         self.refine_seconds = time.perf_counter() - start
-        self.transitions = len(needed_transitions(problem, *refined))
-        if refined != (tensor_reprs, use_reprs):  # the search moves only to lower its cost
+        self.transitions = len(refined.transitions)
+        if refined != passed:  # the search moves only to lower its cost
             remove_transitions(graph_module, inserted)
-            apply_assignment(self, graph_module, problem, *refined)
+            refined.apply(self, graph_module)
         return PassResult(graph_module, True)
 
     def settled(self, inserted: frozenset) -> bool:
         """Whether the pass's result stands without a search: with no clone, none to remove."""
         return not inserted
 
-    def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
-        return refine(problem, tensor_reprs, use_reprs)
+    def refine(self, passed: Assignment) -> Assignment:
+        """The pass's assignment after :class:`LocalSearch` on the number of transitions."""
+        search = LocalSearch(passed, TransitionCount(passed.problem))
+        search.run()
+        return search.assignment()
 
     @classmethod
     def summarize(cls, passes) -> dict:

@@ -3,22 +3,21 @@ cost table, no solver (docs/gpu-time.md: how it searches, and the numbers)."""
 
 from operator import itemgetter
 
-from costmodel.pricing import Pricing
 from strategies._registry import register_strategy
+from strategies.assignment import Assignment
 from strategies.bfs_refined import BfsRefined, LocalSearch
-from strategies.layout_problem import LayoutProblem
+from strategies.objective import PredictedTime
 from strategies.priced_layout import PricedLayout
 from strategies.representations import packed_dim_info
-from strategies.time_objective import TimeObjective, cheapest, saves_beyond_spread
 
 
 class TimeSearch(LocalSearch):
     """:class:`LocalSearch` with the predicted time of the assignment as its cost: each
     operator node's time in the representations it reads (its primary argument) and writes
     (its first output), plus each clone's time, with what the table is unsure of charged as
-    ilp-time charges it (:class:`strategies.time_objective.TimeObjective`, against a reference
-    assignment, by default the start): a node leaves the reference's representations only for
-    a saving the table is sure of.
+    ilp-time charges it (:class:`strategies.objective.PredictedTime`, against a reference
+    assignment): a node leaves the reference's representations only for a saving the table is
+    sure of.
 
     Moves, each taken only when it lowers the time:
 
@@ -34,66 +33,12 @@ class TimeSearch(LocalSearch):
       packed dim, with the clones between them placed where they are cheapest.
 
     After the first round, moves start only next to what the round before changed, so the
-    result is deterministic and never costs more than the start. Prices are asked once per
-    (node, representations) and per (source, representations) and kept.
+    result is deterministic and never costs more than the start.
     """
 
-    min_gain = 1e-9  # ms: below any price a table holds, above the rounding of a sum
     preference_patience = 8
     repairs = 3  # single moves after a kick
-
-    def __init__(self, problem: LayoutProblem, table: Pricing, tensor_reprs: dict, use_reprs: list,
-                 reference: tuple[dict, list] | None = None):
-        super().__init__(problem, tensor_reprs, use_reprs)
-        # Prices with what the table is unsure of charged, as ilp-time's: a node away from the
-        # reference (default: the start) pays the expected error of its fitted prices, a
-        # transition its own.
-        self.objective = TimeObjective(problem, table, reference or (tensor_reprs, use_reprs))
-        # Per operator, the members whose representations price it: its primary use (None
-        # where it reads no tensor) and its first output; per member, the operators it prices.
-        self.pairs = {op: (None if info.primary_use is None else ("use", info.primary_use),
-                           ("tensor", problem.op_outputs[op][0])) for op, info in problem.operators.items()}
-        self.priced: dict = {}
-        for op, pair in self.pairs.items():
-            for member in pair:
-                if member is not None:
-                    self.priced.setdefault(member, []).append(op)
-        self._node_prices: dict = {}
-        self._transition_prices: dict = {}
-        self.changed = self.unkicked = None  # units changed since a round, since kicks (None: all)
-
-    def _node_price(self, op, reprs) -> float:
-        """``op``'s time with its members' representations looked up in ``reprs`` (a dict)."""
-        primary, output = self.pairs[op]
-        key = (op, None if primary is None else reprs[primary], reprs[output])
-        price = self._node_prices.get(key)
-        if price is None:
-            price = self._node_prices[key] = self.objective.node_cost(*key) or 0.0
-        return price
-
-    def _transition_price(self, source, own, target) -> float:
-        key = (source, own, target)
-        price = self._transition_prices.get(key)
-        if price is None:
-            price = self._transition_prices[key] = self.objective.transition_cost(*key) or 0.0
-        return price
-
-    def _source_cost(self, source) -> float:
-        own = self.reprs[("tensor", source)]
-        price = self._transition_price
-        return sum(price(source, own, r) for r, n in self.reads[source].items() if n and r != own)
-
-    def _priced_ops(self, members) -> list:
-        """The operators ``members``' representations price, each once, sorted (a time summed
-        over them rounds alike whatever the hash seed)."""
-        return sorted({op for member in members for op in self.priced.get(member, ())})
-
-    def _scope(self, members):
-        return self._affected_sources(members), self._priced_ops(members)
-
-    def _cost(self, scope) -> float:
-        sources, ops = scope
-        return sum(map(self._source_cost, sources)) + sum(self._node_price(op, self.reprs) for op in ops)
+    changed = unkicked = None  # units changed since a round, since kicks (None: all)
 
     def _other_infos(self, unit) -> list:
         current = packed_dim_info(self.reprs[self.units[unit][0]])
@@ -110,17 +55,17 @@ class TimeSearch(LocalSearch):
         """Each unit to each other packed dim where its operators run faster, or where moving
         it alone saves time (tried only where its operators' gain and the clones next to it,
         all removed, could pay)."""
+        min_gain = self.objective.min_gain
         for unit in units:
             members = self.units[unit]
             ops = self._priced_ops(members)
-            node_ms = sum(self._node_price(op, self.reprs) for op in ops)
+            node_ms = sum(self._node_cost(op, self.reprs) for op in ops)
             clones_ms = sum(self._source_cost(s) for s in self._affected_sources(members))
             for info in self._other_infos(unit):
                 choice = self.choices[unit][info]
                 moved = {m: choice.get(m, self.reprs[m]) for op in ops for m in self.pairs[op] if m is not None}
-                node_gain = node_ms - sum(self._node_price(op, moved) for op in ops)
-                if node_gain > self.min_gain or (node_gain + clones_ms > self.min_gain
-                                                 and self._trial(unit, info) < -self.min_gain):
+                node_gain = node_ms - sum(self._node_cost(op, moved) for op in ops)
+                if node_gain > min_gain or (node_gain + clones_ms > min_gain and self._trial(unit, info) < -min_gain):
                     yield [unit], info, self.preference_patience
 
     def _neighbours(self, unit) -> set:
@@ -172,16 +117,16 @@ class TimeSearch(LocalSearch):
         delta = self._move(unit, info)
         moved, frontier = {unit}, self._neighbours(unit)
         for _ in range(self.repairs):
-            if delta < -self.min_gain:
+            if delta < -self.objective.min_gain:
                 break
             trials = [(self._trial(u, i), u, i) for u in sorted(frontier - moved) for i in self._other_infos(u)]
             best = min(trials, key=itemgetter(0), default=None)
-            if best is None or best[0] >= -self.min_gain:
+            if best is None or best[0] >= -self.objective.min_gain:
                 break
             delta += self._move(best[1], best[2])
             moved.add(best[1])
             frontier |= self._neighbours(best[1])
-        if delta >= -self.min_gain:
+        if delta >= -self.objective.min_gain:
             self._undo_to(start)
         return self._keep(start)
 
@@ -207,23 +152,22 @@ class BfsTime(PricedLayout, BfsRefined):
     the cost table it is constructed with (``--costs``). A move is taken only when it lowers
     that time (plus what the table is unsure of), and the result only where it saves more than
     the table's spread on its anchor, the faster of bfs-downstream's and bfs-refined's
-    assignments (ilp-time's rule, :mod:`strategies.time_objective`), which it keeps otherwise;
+    assignments (ilp-time's rule, :mod:`strategies.objective`), which it keeps otherwise;
     the search runs even where the pass inserted no clone, since a node's representation
     alone can cost time. Without a table its records are skipped, saying how to get one."""
 
     def settled(self, inserted: frozenset) -> bool:
         return False
 
-    def refine(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> tuple[dict, list]:
-        table = self.table
-        start = super().refine(problem, tensor_reprs, use_reprs)
+    def refine(self, passed: Assignment) -> Assignment:
+        plain = PredictedTime(passed.problem, self.table)
+        start = super().refine(passed)
         # Uncertainty is charged against ExecuTorch's own choices, as ilp-time charges it.
-        search = TimeSearch(problem, table, *start, reference=(tensor_reprs, use_reprs))
+        search = TimeSearch(start, plain.relative_to(passed))
         search.run()
-        found = search.tensor_reprs(), search.use_reprs()
+        found = search.assignment()
         # The search lowers time plus what the table is unsure of; its result is kept only where
         # its time alone saves more than a run's spread on the faster of the pass's and the start
         # (ties: the start's fewer transitions).
-        plain = TimeObjective(problem, table)
-        anchor = cheapest(plain, [start, (tensor_reprs, use_reprs)])
-        return found if saves_beyond_spread(plain.cost(*anchor), plain.cost(*found), table.spread) else anchor
+        anchor = plain.cheapest([start, passed])
+        return found if plain.saves_beyond_spread(plain.cost(anchor), plain.cost(found)) else anchor

@@ -14,11 +14,12 @@ policies to compare.
 
 import collections
 
-from costmodel.pricing import Pricing
-from costmodel.queries import Price, pair_name
+from costmodel.queries import pair_name
 from strategies._registry import register_strategy
+from strategies.assignment import Assignment
 from strategies.ilp import IlpLayout, solve
-from strategies.layout_problem import LayoutProblem, apply_assignment, extract
+from strategies.layout_problem import LayoutProblem, extract
+from strategies.objective import Objective
 from executorch.exir.pass_base import PassResult
 
 MAX_ROUNDS = 8
@@ -26,41 +27,43 @@ NEW_PAIR_VALUE = -1.0  # a node measured in a pair of representations no round u
 TRANSITION_PRICE = 0.25  # what a round pays per clone for new pairs: four of them buy one
 
 
-class _Coverage(Pricing):
-    """Prices novelty: a pair no round has covered yet is worth :data:`NEW_PAIR_VALUE`, one
-    already covered nothing; each clone costs :data:`TRANSITION_PRICE`."""
+class Coverage(Objective):
+    """Novelty: an operator node in a pair no round has covered yet (``covered``: (node, input,
+    output) as a cost table names them) is worth :data:`NEW_PAIR_VALUE`, one already covered
+    nothing; each clone costs :data:`TRANSITION_PRICE`."""
 
-    spread = 0.0  # a round has no anchor to keep
+    prices_nodes = True
 
-    def __init__(self):
-        self.covered: set = set()
+    def __init__(self, problem: LayoutProblem, covered: frozenset = frozenset()):
+        super().__init__(problem)
+        self.covered = covered
 
-    @property
-    def digest(self) -> str:  # the problem keeps prices per digest: one per state of the coverage
-        return f"coverage-{len(self.covered)}"
+    def node_cost(self, op: str, input_repr, output_repr) -> float:
+        return 0.0 if _pair(op, input_repr, output_repr) in self.covered else NEW_PAIR_VALUE
 
-    def price(self, queries) -> list[Price]:
-        return [Price(TRANSITION_PRICE if query.transition else
-                      0.0 if (query.node, query.input, query.output) in self.covered else NEW_PAIR_VALUE, True, 0.0)
-                for query in queries]
+    def transition_cost(self, source, origin, target) -> float:
+        return TRANSITION_PRICE
 
-    def cover(self, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> None:
-        for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
-            self.covered.add((op, pair_name(primary) if primary else "", pair_name(output)))
+    def cover(self, assignment: Assignment) -> "Coverage":
+        """The coverage once ``assignment``'s nodes are measured too."""
+        return Coverage(self.problem, self.covered | {_pair(*reads) for reads in assignment.operator_reprs()})
+
+
+def _pair(op: str, input_repr, output_repr) -> tuple[str, str, str]:
+    return op, pair_name(input_repr) if input_repr else "", pair_name(output_repr)
 
 
 class _Rounds:
     """The rounds of one graph's problem, solved as they are first asked for."""
 
-    def __init__(self, problem: LayoutProblem):
-        self.problem = problem
-        self.coverage = _Coverage()
+    def __init__(self, coverage: Coverage):
+        self.coverage = coverage  # of the rounds solved so far
         self.solutions: list = []
 
     def solution(self, number: int, time_limit: float):
         while len(self.solutions) < number:
-            found = solve(self.problem, "time", time_limit, self.coverage)
-            self.coverage.cover(self.problem, found.tensor_reprs, found.use_reprs)
+            found = solve(self.coverage, time_limit)
+            self.coverage = self.coverage.cover(found.assignment)
             self.solutions.append(found)
         return self.solutions[number - 1]
 
@@ -74,17 +77,18 @@ KEPT_GRAPHS = 64
 class CalibrationLayout(IlpLayout):
     """The ``round``-th calibration assignment (see the module docstring)."""
 
+    objective = Coverage
     round = 1
     time_limit_seconds = 20.0
 
     def call(self, graph_module):
         problem = extract(self, graph_module)
-        rounds = _rounds_by_graph.pop(problem.graph, None) or _Rounds(problem)
+        rounds = _rounds_by_graph.pop(problem.graph, None) or _Rounds(self.objective(problem))
         _rounds_by_graph[problem.graph] = rounds  # the most recent last
         while len(_rounds_by_graph) > KEPT_GRAPHS:
             _rounds_by_graph.popitem(last=False)
         self.solution = rounds.solution(self.round, self.time_limit_seconds)
-        apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
+        self.solution.assignment.apply(self, graph_module)
         return PassResult(graph_module, True)
 
 

@@ -1,6 +1,7 @@
 """``ilp`` and ``ilp-bytes``: the proven optimum, solved with HiGHS over the ILP of
-:mod:`strategies.ilp_model` (count of transitions, the bytes they write, or predicted GPU
-time). A time limit returns the best feasible assignment, flagged as not proven optimal.
+:mod:`strategies.ilp_model` for an :mod:`objective <strategies.objective>` (count of transitions,
+the bytes they write, or predicted GPU time). A time limit returns the best feasible
+assignment, flagged as not proven optimal.
 """
 
 import math
@@ -12,18 +13,12 @@ import highspy
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
 from executorch.exir.pass_base import PassResult
 
-from costmodel.pricing import Pricing
 from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
+from strategies.assignment import Assignment
 from strategies.ilp_model import column_values, default_assignment, formulate
-from strategies.layout_problem import (
-    LayoutProblem,
-    apply_assignment,
-    extract,
-    infeasible_operators,
-    needed_transitions,
-)
-from strategies.time_objective import TimeObjective, cheapest, saves_beyond_spread
+from strategies.layout_problem import LayoutProblem, extract, infeasible_operators
+from strategies.objective import Objective, TransitionBytes, TransitionCount
 
 # "Optimal" for time: proven within this fraction of the optimum, far below what runs of one
 # program differ by (0.2-0.45 % on an H100); closing the last gap of a float objective can take minutes.
@@ -32,9 +27,7 @@ TIME_RELATIVE_GAP = 1e-4
 
 @dataclass
 class Solution:
-    tensor_reprs: dict
-    use_reprs: list
-    transitions: int
+    assignment: Assignment
     cost: float
     bound: float
     optimal: bool
@@ -44,48 +37,45 @@ class Solution:
     kept_anchor: bool = False  # ilp-time: its optimum saved no more than the table's spread
 
 
-def _fewest_transitions(problem: LayoutProblem, time_limit: float) -> tuple[dict, list] | None:
+def _fewest_transitions(problem: LayoutProblem, time_limit: float) -> Assignment | None:
     try:
-        fewest = solve(problem, "count", time_limit)
+        return solve(TransitionCount(problem), time_limit).assignment
     except InvalidAssignmentError:
         return None
-    return fewest.tensor_reprs, fewest.use_reprs
 
 
-def solve(problem: LayoutProblem, objective: str = "count", time_limit: float = 60.0,
-          table: Pricing | None = None, reference: tuple[dict, list] | None = None) -> Solution:
-    """The cheapest assignment of the problem, proven optimal unless the time limit hit; for
-    ``time``, under ``table``, and with a ``reference`` (ExecuTorch's own choices) by the rule
-    of :mod:`strategies.time_objective`: the optimum relative to an anchor, kept only where it
-    saves more than the table's spread. HiGHS starts from the cheapest of the assignments at
-    hand, so a time limit never returns worse than any of them."""
+def solve(objective: Objective, time_limit: float = 60.0, reference: Assignment | None = None) -> Solution:
+    """The assignment of the objective's problem that costs least, proven optimal unless the
+    time limit hit. HiGHS starts from the cheapest of the assignments at hand, so a time limit
+    never returns worse than any of them: an integral objective's proof is quick, and it
+    starts from the default assignment; any other's search stops at a relative gap, and it
+    starts from the cheaper of that and the fewest transitions. With a ``reference``
+    (ExecuTorch's own choices), by the rule of :mod:`strategies.objective`: the optimum
+    relative to an anchor, kept only where it saves more than the objective's spread."""
     start = time.perf_counter()
-    if objective != "time":
-        return _solve(problem, objective, time_limit, None, default_assignment(problem), start)
+    problem = objective.problem
+    if objective.integral:
+        return _solve(objective, time_limit, default_assignment(problem), start)
     fewest = _fewest_transitions(problem, time_limit)
     if reference is None:
-        plain = TimeObjective(problem, table)
-        return _solve(problem, objective, time_limit, plain,
-                      cheapest(plain, [default_assignment(problem), fewest]), start)
+        return _solve(objective, time_limit, objective.cheapest([default_assignment(problem), fewest]), start)
     # The anchor: ExecuTorch's choices or the fewest transitions, whichever costs less with
     # the doubt over leaving ExecuTorch's charged (ties: ExecuTorch's).
-    anchor = cheapest(TimeObjective(problem, table, reference), [reference, fewest])
-    time_objective = TimeObjective(problem, table, anchor)
-    solution = _solve(problem, objective, time_limit, time_objective,
-                      cheapest(time_objective, [anchor, default_assignment(problem), fewest]), start)
-    anchor_cost = time_objective.cost(*anchor)
-    if saves_beyond_spread(anchor_cost, solution.cost, table.spread):
+    anchor = objective.relative_to(reference).cheapest([reference, fewest])
+    anchored = objective.relative_to(anchor)
+    solution = _solve(anchored, time_limit, anchored.cheapest([anchor, default_assignment(problem), fewest]), start)
+    anchor_cost = anchored.cost(anchor)
+    if objective.saves_beyond_spread(anchor_cost, solution.cost):
         return solution
-    return replace(solution, tensor_reprs=anchor[0], use_reprs=anchor[1], cost=anchor_cost,
-                   transitions=len(needed_transitions(problem, *anchor)), kept_anchor=True)
+    return replace(solution, assignment=anchor, cost=anchor_cost, kept_anchor=True)
 
 
-def _solve(problem: LayoutProblem, objective: str, time_limit: float, time_objective: TimeObjective | None,
-           assignment: tuple[dict, list] | None, start: float) -> Solution:
-    formulation = formulate(problem, objective, time_objective)
+def _solve(objective: Objective, time_limit: float, assignment: Assignment | None, start: float) -> Solution:
+    problem = objective.problem
+    formulation = formulate(objective)
     model, x, y = formulation.model, formulation.x, formulation.y
-    highs = model.solve(time_limit, column_values(problem, formulation, *assignment) if assignment else None,
-                        TIME_RELATIVE_GAP if objective == "time" else 0.0)
+    highs = model.solve(time_limit, column_values(formulation, assignment) if assignment else None,
+                        0.0 if objective.integral else TIME_RELATIVE_GAP)
     status = highs.getModelStatus()
     info = highs.getInfo()
     if info.primal_solution_status != highspy.kSolutionStatusFeasible:
@@ -104,21 +94,11 @@ def _solve(problem: LayoutProblem, objective: str, time_limit: float, time_objec
     def chosen(choices):
         return max(choices, key=lambda r: values[choices[r]])
 
-    tensor_reprs = {key: chosen(choices) for key, choices in x.items()}
-    use_reprs = [chosen(choices) for choices in y]
-    needed = needed_transitions(problem, tensor_reprs, use_reprs)
-    if time_objective:
-        cost = time_objective.cost(tensor_reprs, use_reprs)
-        bound = info.mip_dual_bound - formulation.tie_budget if math.isfinite(info.mip_dual_bound) else 0.0
-    else:
-        cost = sum(problem.transition_cost(s, r, objective) for s, r in needed)
-        bound = _cost_bound(info.mip_dual_bound, formulation.tie_budget)
+    found = Assignment(problem, {key: chosen(choices) for key, choices in x.items()}, [chosen(c) for c in y])
     return Solution(
-        tensor_reprs=tensor_reprs,
-        use_reprs=use_reprs,
-        transitions=len(needed),
-        cost=cost,
-        bound=bound,
+        assignment=found,
+        cost=objective.cost(found),
+        bound=_cost_bound(objective, info.mip_dual_bound, formulation.tie_budget),
         optimal=status == highspy.HighsModelStatus.kOptimal,
         solve_seconds=time.perf_counter() - start,
         variables=formulation.variables,
@@ -126,12 +106,12 @@ def _solve(problem: LayoutProblem, objective: str, time_limit: float, time_objec
     )
 
 
-def _cost_bound(dual_bound: float, tie_budget: float) -> float:
-    """A lower bound on the transition cost: HiGHS' bound less the tie-break's share, rounded
-    up (costs are integers); 0 where HiGHS has no finite bound yet."""
+def _cost_bound(objective: Objective, dual_bound: float, tie_budget: float) -> float:
+    """A lower bound on the cost: HiGHS' bound less the tie-break's share, rounded up where
+    costs are integers; 0 where HiGHS has no finite bound yet."""
     if not math.isfinite(dual_bound):
         return 0.0
-    return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6)))
+    return float(max(0, math.ceil(dual_bound - tie_budget - 1e-6))) if objective.integral else dual_bound - tie_budget
 
 
 def partition_problems(programs) -> list[LayoutProblem]:
@@ -149,13 +129,12 @@ class IlpLayout(TagMemoryMetaPass):
     its transition cache). The clones inserted are checked to equal the solution's count.
     """
 
-    objective = "count"
+    objective = TransitionCount  # what it minimises, made per problem
     time_limit_seconds = 60.0
 
     def call(self, graph_module):
-        problem = extract(self, graph_module)
-        self.solution = solution = solve(problem, self.objective, self.time_limit_seconds)
-        apply_assignment(self, graph_module, problem, solution.tensor_reprs, solution.use_reprs)
+        self.solution = solve(self.objective(extract(self, graph_module)), self.time_limit_seconds)
+        self.solution.assignment.apply(self, graph_module)
         return PassResult(graph_module, True)
 
     @classmethod
@@ -176,4 +155,4 @@ class IlpBytesLayout(IlpLayout):
     """The ILP with the bytes the transitions write as the objective (texture padding
     included), instead of their number."""
 
-    objective = "bytes"
+    objective = TransitionBytes

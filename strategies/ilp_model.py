@@ -11,11 +11,12 @@ Formulation over a :class:`~strategies.layout_problem.LayoutProblem`:
   exists; ``z[s, r] >= y[u, r] - x[s, r]`` for every use ``u`` of ``s``, so consumers that
   need the same target share one clone, as ExecuTorch's transition cache does.
 
-Objective: the number of clones (``count``), the bytes they write (``bytes``), or the
-predicted GPU time of the assignment under a cost table (``time``, :mod:`costmodel.table`),
-plus a tie-break that prefers ExecuTorch's default representation (width-packed texture), so
-equal-cost optima are chosen reproducibly; it sums to less than half a unit of an integer
-cost, and to a microsecond's thousandth of a time. For ``time``:
+Objective: an :class:`~strategies.objective.Objective`'s cost of the assignment (the number
+of clones, the bytes they write, or a predicted GPU time under a cost table), plus a tie-break
+that prefers ExecuTorch's default representation (width-packed texture), so equal-cost optima
+are chosen reproducibly; it sums to less than half a unit of an integral objective's cost,
+and to a microsecond's thousandth of a time. A clone's cost sits on its ``z``, unless the
+objective prices nodes (a time):
 
 - ``c[o, a, b]`` (continuous, integral at the optimum): operator ``o`` reads its primary
   argument as ``a`` and writes ``b``; its marginals are that use's ``y`` and its output's
@@ -35,12 +36,13 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 
+from strategies.assignment import Assignment
 from strategies.layout_problem import LayoutProblem, shared_packed_dim_infos, sync_components
+from strategies.objective import Objective
 from strategies.representations import DEFAULT_REPR, packed_dim_info
-from strategies.time_objective import TimeObjective
 
-OBJECTIVES = ("count", "bytes", "time")
-TIME_TIE_BUDGET_MS = 1e-6  # the tie-break's total under the time objective
+INTEGRAL_TIE_BUDGET = 0.5  # the tie-break's total under an integral objective: never trades a unit of cost
+TIME_TIE_BUDGET_MS = 1e-6  # the tie-break's total under any other
 
 
 class _Model:
@@ -113,16 +115,11 @@ class Formulation:
         return len(self.model.rows_lower)
 
 
-def formulate(problem: LayoutProblem, objective: str = "count", time: TimeObjective | None = None) -> Formulation:
-    """Build the ILP of a problem (see the module docstring); ``time`` prices the ``time`` objective."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
-    timed = objective == "time"
-    if timed and time is None:
-        raise ValueError("the time objective needs a cost table")
+def formulate(objective: Objective) -> Formulation:
+    """Build the ILP of the objective's problem (see the module docstring)."""
+    problem, priced = objective.problem, objective.prices_nodes
     model = _Model()
-    # Integer costs: a tie-break summing to less than 1/2 never trades a unit of cost.
-    tie_break = (TIME_TIE_BUDGET_MS if timed else 0.5) / (len(problem.tensors) + 1)
+    tie_break = (INTEGRAL_TIE_BUDGET if objective.integral else TIME_TIE_BUDGET_MS) / (len(problem.tensors) + 1)
 
     x = {
         key: {r: model.column(0.0 if r == DEFAULT_REPR else tie_break) for r in tensor.domain}
@@ -138,17 +135,17 @@ def formulate(problem: LayoutProblem, objective: str = "count", time: TimeObject
         for source in use.sources:
             for r, y_col in use_choices.items():
                 if (source, r) not in z:
-                    cost = 0.0 if timed else problem.transition_cost(source, r, objective)
+                    cost = 0.0 if priced else objective.transition_cost(source, None, r)
                     z[(source, r)] = model.column(cost, integer=False)
-                    if timed:
-                        for origin, column in _price_transition(model, time, x[source], source, r,
+                    if priced:
+                        for origin, column in _price_transition(model, objective, x[source], source, r,
                                                                 z[(source, r)]).items():
                             t[(source, origin, r)] = column
                 entries = [(z[(source, r)], 1.0), (y_col, -1.0)]
                 if r in x[source]:
                     entries.append((x[source][r], 1.0))
                 model.row(entries, 0.0, highspy.kHighsInf)
-    c = {op: pairs for op in problem.operators if timed and (pairs := _price_operator(model, time, op, x, y))}
+    c = {op: pairs for op in problem.operators if priced and (pairs := _price_operator(model, objective, op, x, y))}
 
     w_columns = []
     for group in problem.sync_groups:
@@ -164,22 +161,23 @@ def formulate(problem: LayoutProblem, objective: str = "count", time: TimeObject
     return Formulation(model, x, y, tie_break * len(problem.tensors), z, w_columns, c, t)
 
 
-def _price_transition(model: _Model, time: TimeObjective, source_choices: dict, source, target, z_column: int) -> dict:
-    """The time of the clone of ``source`` into ``target``, by the representation it copies
+def _price_transition(model: _Model, objective: Objective, source_choices: dict, source, target,
+                      z_column: int) -> dict:
+    """The cost of the clone of ``source`` into ``target``, by the representation it copies
     from: a ``t`` column per origin, at most its ``x``, summing to ``z``."""
     columns = {}
     for origin, x_column in source_choices.items():
         if origin != target:
-            columns[origin] = model.column(time.transition_cost(source, origin, target), integer=False)
+            columns[origin] = model.column(objective.transition_cost(source, origin, target), integer=False)
             model.row([(columns[origin], 1.0), (x_column, -1.0)], -highspy.kHighsInf, 0.0)
     model.row([(column, 1.0) for column in columns.values()] + [(z_column, -1.0)], 0.0, 0.0)
     return columns
 
 
-def _price_operator(model: _Model, time: TimeObjective, op: str, x: dict, y: list) -> dict:
-    """An operator node's time in the representations it reads and writes: on its output's
+def _price_operator(model: _Model, objective: Objective, op: str, x: dict, y: list) -> dict:
+    """An operator node's cost in the representations it reads and writes: on its output's
     ``x`` columns, or on ``c`` columns (returned) where its input matters."""
-    problem = time.problem
+    problem = objective.problem
     output_key = problem.op_outputs[op][0]
     output = x[output_key]
     primary = problem.operators[op].primary_use
@@ -187,7 +185,7 @@ def _price_operator(model: _Model, time: TimeObjective, op: str, x: dict, y: lis
     # Where a sync rule ties the two, only pairs with one packed-dim info can occur.
     synced = any(g.op == op and ("use", primary) in g.members and ("tensor", output_key) in g.members
                  for g in problem.sync_groups)
-    costs = {(a, b): time.node_cost(op, a, b) for a in inputs for b in output
+    costs = {(a, b): objective.node_cost(op, a, b) for a in inputs for b in output
              if not synced or packed_dim_info(a) == packed_dim_info(b)}
     by_output = {b: {ms for (_, out), ms in costs.items() if out == b} for b in output}
     if all(len(times) == 1 for times in by_output.values()):  # the input does not matter
@@ -202,7 +200,7 @@ def _price_operator(model: _Model, time: TimeObjective, op: str, x: dict, y: lis
     return pairs
 
 
-def default_assignment(problem: LayoutProblem) -> tuple[dict, list] | None:
+def default_assignment(problem: LayoutProblem) -> Assignment | None:
     """A feasible assignment (each sync component on a packed-dim info all its members
     allow, the default representation where free), or None if none is obvious."""
     choice: dict = {}
@@ -219,26 +217,25 @@ def default_assignment(problem: LayoutProblem) -> tuple[dict, list] | None:
         domain = problem.domain_of(member)
         return choice.get(member, DEFAULT_REPR if DEFAULT_REPR in domain else domain[0])
 
-    return ({key: pick(("tensor", key)) for key in problem.tensors},
-            [pick(("use", index)) for index in range(len(problem.uses))])
+    return Assignment(problem, {key: pick(("tensor", key)) for key in problem.tensors},
+                      [pick(("use", index)) for index in range(len(problem.uses))])
 
 
-def column_values(problem: LayoutProblem, formulation: Formulation, tensor_reprs: dict, use_reprs: list) -> list[float]:
+def column_values(formulation: Formulation, assignment: Assignment) -> list[float]:
     """Every column's value for an assignment: a start HiGHS can take as its incumbent."""
     values = [0.0] * formulation.variables
-    for key, r in tensor_reprs.items():
+    for key, r in assignment.tensors.items():
         values[formulation.x[key][r]] = 1.0
-    for index, (use, r) in enumerate(zip(problem.uses, use_reprs)):
+    for index, r in enumerate(assignment.uses):
         values[formulation.y[index][r]] = 1.0
-        for source in use.sources:
-            if tensor_reprs[source] != r:
-                values[formulation.z[(source, r)]] = 1.0
-                if (source, tensor_reprs[source], r) in formulation.t:
-                    values[formulation.t[(source, tensor_reprs[source], r)]] = 1.0
-    reads = {op: (primary, output) for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs)}
+    for source, origin, target in assignment.clones:
+        values[formulation.z[(source, target)]] = 1.0
+        if (source, origin, target) in formulation.t:
+            values[formulation.t[(source, origin, target)]] = 1.0
+    reads = {op: (primary, output) for op, primary, output in assignment.operator_reprs()}
     for op, pairs in formulation.c.items():
         values[pairs[reads[op]]] = 1.0
-    for group, w in zip(problem.sync_groups, formulation.w):
+    for group, w in zip(assignment.problem.sync_groups, formulation.w):
         kind, ref = group.members[0]
-        values[w[packed_dim_info(tensor_reprs[ref] if kind == "tensor" else use_reprs[ref])]] = 1.0
+        values[w[packed_dim_info(assignment.tensors[ref] if kind == "tensor" else assignment.uses[ref])]] = 1.0
     return values

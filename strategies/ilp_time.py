@@ -5,7 +5,9 @@ from executorch.exir.pass_base import PassResult
 
 from strategies._registry import register_strategy
 from strategies.ilp import IlpLayout, solve
-from strategies.layout_problem import apply_assignment, extract, read_assignment, remove_transitions
+from strategies.assignment import Assignment
+from strategies.layout_problem import extract, remove_transitions
+from strategies.objective import PredictedTime
 from strategies.priced_layout import PricedLayout
 
 
@@ -15,20 +17,20 @@ class IlpTimeLayout(PricedLayout, IlpLayout):
     operator node's time in the representations it reads and writes, plus each transition's,
     from the cost table it is constructed with (``--costs``), with what the table is unsure of priced
     against an anchor (ExecuTorch's own choices or the fewest transitions), which it keeps
-    unless it saves more than the table's spread (:mod:`strategies.time_objective`). Without a
+    unless it saves more than the table's spread (:mod:`strategies.objective`). Without a
     table its records are skipped, saying how to get one."""
 
-    objective = "time"
+    objective = PredictedTime
 
     def call(self, graph_module):
         names_before = {node.name for node in graph_module.graph.nodes}
         TagMemoryMetaPass.call(self, graph_module)  # ExecuTorch's own choices
         inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
         problem = extract(self, graph_module, inserted)
-        reference = read_assignment(problem, graph_module)
+        reference = Assignment.read(problem, graph_module)
         remove_transitions(graph_module, inserted)
-        self.solution = solve(problem, "time", self.time_limit_seconds, self.table, reference)
-        apply_assignment(self, graph_module, problem, self.solution.tensor_reprs, self.solution.use_reprs)
+        self.solution = solve(self.objective(problem, self.table), self.time_limit_seconds, reference)
+        self.solution.assignment.apply(self, graph_module)
         return PassResult(graph_module, True)
 
     @classmethod

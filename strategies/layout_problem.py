@@ -11,27 +11,20 @@ the tests) speaks about the same choices.
 import operator
 from dataclasses import dataclass, field
 
-import executorch.backends.vulkan.utils as vk_utils
 import torch
-from executorch.backends.vulkan._passes.tag_memory_meta_pass import set_arg_node_repr_or_transition
 from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStorageType
 
-from costmodel.features import TRANSITION, GraphLoad
-from costmodel.prediction import Prediction
+from costmodel.features import GraphLoad
 from costmodel.pricing import Pricing
-from costmodel.queries import Price, Query, pair_name, transition_signature
 from costmodel.fx import graph_digest, node_values, signature
+from costmodel.queries import Query, pair_name, transition_signature
 from costmodel.signatures import op_name
-from layoutkit.errors import InvalidAssignmentError
 from strategies.representations import (
     DEFAULT_REPR,
     Repr,
-    as_pair,
     element_bytes,
     packed_dim_info,
     reprs_of,
-    tensor_bytes,
-    to_tensor_repr,
 )
 
 TensorKey = tuple[str, int]  # (producing node name, output index)
@@ -92,12 +85,6 @@ class LayoutProblem:
     graph: str = ""  # the digest cost tables know the partition's nodes by
     _prices: dict = field(default_factory=dict, repr=False, compare=False)  # per table: see prices()
 
-    def transition_cost(self, source: TensorKey, target: Repr, objective: str) -> float:
-        if objective == "count":
-            return 1.0
-        tensor = self.tensors[source]
-        return float(tensor_bytes(list(tensor.shape), tensor.element_bytes, *target))
-
     def prices(self, table: Pricing) -> tuple[dict, dict]:
         """Every price an assignment can need, asked of ``table`` at once: per operator node and
         (primary input, output) representation pair its domains allow, and per source tensor,
@@ -129,41 +116,10 @@ class LayoutProblem:
         priced = table.price(queries)
         return dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):]))
 
-    def node_price(self, table: Pricing, op: str, input_repr: Repr | None, output_repr: Repr) -> Price:
-        """An operator node's price when it reads its primary argument as ``input_repr`` and
-        writes ``output_repr``."""
-        return self.prices(table)[0][(op, input_repr, output_repr)]
-
-    def transition_price(self, table: Pricing, source: TensorKey, source_repr: Repr, target: Repr) -> Price:
-        return self.prices(table)[1][(source, source_repr, target)]
-
-    def node_ms(self, table: Pricing, op: str, input_repr: Repr | None, output_repr: Repr) -> float:
-        return self.node_price(table, op, input_repr, output_repr).ms
-
-    def transition_ms(self, table: Pricing, source: TensorKey, source_repr: Repr, target: Repr) -> float:
-        return self.transition_price(table, source, source_repr, target).ms
-
-    def operator_reprs(self, tensor_reprs: dict, use_reprs: list):
-        """Under an assignment, each operator node with the representation it reads its primary
-        argument in (None where it reads no tensor) and the one it writes: what prices it."""
-        for op, info in self.operators.items():
-            primary = use_reprs[info.primary_use] if info.primary_use is not None else None
-            yield op, primary, tensor_reprs[self.op_outputs[op][0]]
-
-    def prediction(self, table: Pricing, tensor_reprs: dict, use_reprs: list) -> Prediction:
-        """An assignment's time under ``table``: its operators' and transitions' prices (only
-        those, where no strategy has asked this problem for all of them)."""
-        node_keys = list(self.operator_reprs(tensor_reprs, use_reprs))
-        transition_keys = [(source, tensor_reprs[source], target)
-                           for source, target in needed_transitions(self, tensor_reprs, use_reprs)]
-        node_prices, transition_prices = self._prices.get(_table_key(table)) or self._price(
-            table, node_keys, transition_keys)
-        priced = [(self.operators[op].operator, node_prices[op, a, b]) for op, a, b in node_keys]
-        priced += [(TRANSITION, transition_prices[k]) for k in transition_keys]
-        return Prediction.of(priced)
-
-    def predicted_ms(self, table: Pricing, tensor_reprs: dict, use_reprs: list) -> float:
-        return self.prediction(table, tensor_reprs, use_reprs).ms
+    def known_prices(self, table: Pricing, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
+        """``table``'s prices of these nodes and transitions: all of them where a strategy has asked
+        for all (:meth:`prices`), else only these."""
+        return self._prices.get(_table_key(table)) or self._price(table, node_keys, transition_keys)
 
     def domain_of(self, member) -> list[Repr]:
         kind, ref = member
@@ -235,66 +191,6 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
         if not tensor.domain:
             tensor.domain = sorted(set(consumer_domains.get(key, [DEFAULT_REPR])))
     return problem
-
-
-def needed_transitions(problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> list:
-    """The clones an assignment needs: one per (source tensor, representation read), sorted.
-    Sorted, not in a set's order, which follows the hash seed: a time summed over them then
-    rounds alike in every process, so records of identical inputs are identical."""
-    return sorted({
-        (source, r)
-        for use, r in zip(problem.uses, use_reprs)
-        for source in use.sources
-        if tensor_reprs[source] != r
-    })
-
-
-def read_assignment(problem: LayoutProblem, graph_module: torch.fx.GraphModule) -> tuple[dict, list]:
-    """The (tensor, use) representations a finished pass left on ``graph_module``: a use
-    reads its argument node's representation, which is a clone's where one was inserted."""
-    nodes = {node.name: node for node in graph_module.graph.nodes}
-
-    def representation(node, index=0) -> Repr:
-        tensor_repr = vk_utils.get_node_repr(node)
-        if isinstance(tensor_repr, (list, tuple)):
-            tensor_repr = tensor_repr[index]
-        return as_pair(tensor_repr)
-
-    tensor_reprs = {key: representation(nodes[t.node], key[1]) for key, t in problem.tensors.items()}
-    use_reprs = []
-    for use in problem.uses:
-        arg = nodes[use.op].args[use.arg_index]
-        use_reprs.append(representation(arg[0] if isinstance(arg, (list, tuple)) else arg))
-    return tensor_reprs, use_reprs
-
-
-def apply_assignment(layout_pass, graph_module, problem: LayoutProblem, tensor_reprs: dict, use_reprs: list) -> int:
-    """Tag every tensor with its representation and insert the clones the uses need, with
-    the pass's own machinery (``set_arg_node_repr_or_transition`` and its transition
-    cache); returns the number of clones inserted, checked against what the assignment needs."""
-    outputs: dict = {}
-    for key, tensor in problem.tensors.items():
-        outputs.setdefault(tensor.node, []).append(to_tensor_repr(tensor_reprs[key]))
-    nodes = {node.name: node for node in graph_module.graph.nodes}
-    for name, reprs in outputs.items():
-        vk_utils.set_node_repr(nodes[name], reprs[0] if len(reprs) == 1 else vk_utils.TensorReprList(reprs))
-    for node in graph_module.graph.nodes:
-        if node.target == operator.getitem and layout_pass.is_valid_op_node(node):
-            layout_pass.set_op_node_tensor_reprs(graph_module, node)
-
-    transition_cache: dict = {}
-    for use, representation in zip(problem.uses, use_reprs):
-        set_arg_node_repr_or_transition(
-            graph_module, nodes[use.op], use.arg_index, to_tensor_repr(representation), True, transition_cache
-        )
-    graph_module.recompile()
-    needed = len(needed_transitions(problem, tensor_reprs, use_reprs))
-    if len(transition_cache) != needed:
-        raise InvalidAssignmentError(
-            f"{type(layout_pass).__name__}: the assignment needs {needed} transitions but the pass "
-            f"inserted {len(transition_cache)}"
-        )
-    return needed
 
 
 def remove_transitions(graph_module, names: frozenset) -> None:

@@ -7,6 +7,7 @@ import strategies
 from harness.targets.vulkan.compile import metrics, validator
 from strategies.bfs_refined import BfsRefined
 from strategies.ilp import partition_problems
+from strategies.objective import TransitionCount
 
 from .helpers import exhaustive
 from .conftest import QUICK_ZOO, fast_on_the_small_model
@@ -49,7 +50,8 @@ def _between_the_optimum_and_bfs(graphs: list[str]) -> int:
     for name in graphs:
         refined = _lower(name, "bfs-refined")
         count = len(metrics.transitions(refined))
-        optimum = sum(exhaustive.optimum(p) for p in partition_problems(vulkan_lowering(pipeline(name)).programs))
+        optimum = sum(exhaustive.optimum(TransitionCount(p))
+                      for p in partition_problems(vulkan_lowering(pipeline(name)).programs))
         bfs = sum(p.layout_pass.bfs_transitions for p in refined.partitions)
         assert optimum <= count <= bfs, name
         matched += count == optimum

@@ -19,6 +19,7 @@ from harness.targets.vulkan.compile.prefix import vulkan_lowering
 import strategies
 from strategies.bfs_time import TimeSearch
 from strategies.ilp import TIME_RELATIVE_GAP, partition_problems, solve
+from strategies.objective import PredictedTime
 
 from .conftest import QUICK_ZOO
 from .test_gpu_time import just_below_the_default, operators_of, random_table
@@ -29,18 +30,18 @@ TABLES_PER_GRAPH = 4
 
 
 def _refined(model: str) -> list:
-    """Per partition: the problem and bfs-refined's assignment (it does not read the table)."""
+    """Per partition: bfs-refined's assignment (it does not read the table)."""
     return metrics.assignments(vulkan_lowering(pipeline(model)).lower(strategies.get_strategy("bfs-refined")))
 
 
 def _searched_ms(found, table) -> tuple[float, float]:
     """bfs-refined's predicted time and the time search's from it, summed over partitions."""
     start = searched = 0.0
-    for problem, tensor_reprs, use_reprs in found:
-        search = TimeSearch(problem, table, tensor_reprs, use_reprs)
+    for refined in found:
+        search = TimeSearch(refined, PredictedTime(refined.problem, table, refined))
         search.run()
-        start += problem.predicted_ms(table, tensor_reprs, use_reprs)
-        searched += problem.predicted_ms(table, search.tensor_reprs(), search.use_reprs())
+        start += refined.prediction(table).ms
+        searched += search.assignment().prediction(table).ms
     return start, searched
 
 
@@ -50,9 +51,9 @@ def test_random_graphs_and_tables_between_the_optimum_and_bfs_refined():
     for name in RANDOM_GRAPHS:
         found = _refined(name)
         for seed in range(TABLES_PER_GRAPH):
-            table = random_table(operators_of(problem for problem, *_ in found), seed)
+            table = random_table(operators_of(refined.problem for refined in found), seed)
             start, searched = _searched_ms(found, table)
-            solutions = [solve(problem, "time", table=table) for problem, *_ in found]
+            solutions = [solve(PredictedTime(refined.problem, table)) for refined in found]
             assert all(s.optimal for s in solutions), name
             optimum = sum(s.cost for s in solutions)
             assert optimum * (1 - TIME_RELATIVE_GAP) <= searched <= start, (name, seed)

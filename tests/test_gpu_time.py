@@ -33,7 +33,9 @@ from harness.targets.vulkan.local.dispatches import node_map
 import strategies
 from strategies.calibration import round_name
 from strategies.ilp import partition_problems, solve
-from strategies.layout_problem import extract, read_assignment
+from strategies.assignment import Assignment
+from strategies.layout_problem import extract
+from strategies.objective import PredictedTime
 
 from .helpers import exhaustive
 
@@ -64,9 +66,9 @@ def test_ilp_time_equals_exhaustive_search_under_random_tables():
     for seed, name in enumerate(RANDOM_GRAPHS):
         for problem in partition_problems(vulkan_lowering(pipeline(name)).programs):
             table = random_table(operators_of([problem]), seed)
-            solution = solve(problem, "time", table=table)
+            solution = solve(PredictedTime(problem, table))
             assert solution.optimal, name
-            assert solution.cost == pytest.approx(exhaustive.optimum(problem, "time", table), abs=1e-6), name
+            assert solution.cost == pytest.approx(exhaustive.optimum(PredictedTime(problem, table)), abs=1e-6), name
             assert solution.bound <= solution.cost + 1e-6
 
 
@@ -398,8 +400,7 @@ def test_node_maps_name_and_describe_nodes_as_the_cost_table_prices_them():
             inserted = frozenset(n.name for n in graph_module.graph.nodes
                                  if metrics.is_transition(n, partition.prefix_node_names))
             problem = extract(partition.layout_pass, graph_module, inserted)
-            tensor_reprs, use_reprs = read_assignment(problem, graph_module)
-            for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
+            for op, primary, output in Assignment.read(problem, graph_module).operator_reprs():
                 priced.add((problem.graph, op, pair_name(primary) if primary else "", pair_name(output),
                             json.dumps(problem.operators[op].signature)))
         assert priced == mapped, name
@@ -426,15 +427,15 @@ class _Counting:
 def test_a_record_s_prediction_prices_only_what_its_assignment_uses_and_equals_the_full_pricing():
     lowering = vulkan_lowering(pipeline("synthetic:30:5"))
     found = metrics.assignments(lowering.lower(strategies.get_strategy("bfs-refined")))
-    counting = _Counting(random_table(operators_of([problem for problem, *_ in found]), 11).model)
+    counting = _Counting(random_table(operators_of([assignment.problem for assignment in found]), 11).model)
     table = CostTable("synthetic", counting)
-    for problem, *assignment in found:
-        alone = problem.prediction(table, *assignment)
-        assert counting.asked <= len(problem.operators) + len(problem.uses)
+    for assignment in found:
+        alone = assignment.prediction(table)
+        assert counting.asked <= len(assignment.problem.operators) + len(assignment.problem.uses)
         counting.asked = 0
-        problem.prices(table)  # what a strategy asks: every pair
-        assert counting.asked > len(problem.operators)
-        assert problem.prediction(table, *assignment) == alone
+        assignment.problem.prices(table)  # what a strategy asks: every pair
+        assert counting.asked > len(assignment.problem.operators)
+        assert assignment.prediction(table) == alone
 
 
 def test_a_fitted_model_prices_a_query_like_one_it_priced_before_as_it_did():

@@ -5,6 +5,7 @@ import pytest
 import strategies
 from harness.targets.vulkan.compile import metrics, validator
 from strategies.ilp import IlpLayout, partition_problems, solve
+from strategies.objective import TransitionBytes, TransitionCount
 
 from .helpers import exhaustive
 from .conftest import QUICK_ZOO, fast_on_the_small_model
@@ -21,11 +22,11 @@ def _ilp_against_exhaustive_search(graphs: list[str]) -> int:
     nontrivial = 0
     for name in graphs:
         for problem in partition_problems(vulkan_lowering(pipeline(name)).programs):
-            by_count = solve(problem, "count")
-            by_bytes = solve(problem, "bytes")
+            by_count = solve(TransitionCount(problem))
+            by_bytes = solve(TransitionBytes(problem))
             assert by_count.optimal and by_bytes.optimal
-            assert by_count.cost == exhaustive.optimum(problem, "count"), name
-            assert by_bytes.cost == exhaustive.optimum(problem, "bytes"), name
+            assert by_count.cost == exhaustive.optimum(TransitionCount(problem)), name
+            assert by_bytes.cost == exhaustive.optimum(TransitionBytes(problem)), name
             assert by_count.bound == by_count.cost
             nontrivial += by_count.cost > 0
     return nontrivial

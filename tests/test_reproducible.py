@@ -18,8 +18,9 @@ from costmodel.features import TRANSITION
 from costmodel.table import CostTable
 from harness.results.schema import METRICS
 from harness.results.store import RecordStore
+from strategies.assignment import Assignment
 from strategies.layout_problem import LayoutProblem, Tensor, Use
-from strategies.time_objective import TimeObjective
+from strategies.objective import PredictedTime
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "docs" / "cost-table" / "h100.json"
@@ -51,7 +52,7 @@ def test_records_of_identical_inputs_are_identical_whatever_the_hash_seed(tmp_pa
     assert runs[0] == runs[1]
 
 
-def _clones() -> tuple[LayoutProblem, dict, list]:
+def _clones() -> Assignment:
     """Tensors of many sizes, each read once in another representation than its own: a clone each."""
     rng = random.Random(0)
     tensors = {}
@@ -60,7 +61,7 @@ def _clones() -> tuple[LayoutProblem, dict, list]:
         shape = (1, rng.randint(1, 64), rng.randint(1, 64), rng.randint(1, 64))
         tensors[key] = Tensor(key, key[0], [WIDTH, HEIGHT], shape, 4)
     uses = [Use(f"reader{index}", 0, [key], [HEIGHT]) for index, key in enumerate(tensors)]
-    return LayoutProblem(tensors=tensors, uses=uses), dict.fromkeys(tensors, WIDTH), [HEIGHT] * len(uses)
+    return Assignment(LayoutProblem(tensors=tensors, uses=uses), dict.fromkeys(tensors, WIDTH), [HEIGHT] * len(uses))
 
 
 class _SquareRoots:
@@ -75,9 +76,9 @@ def priced_clones() -> list[str]:
     """Of :func:`_clones`' assignment: its predicted time, the error expected of it and its cost
     to a time objective anchored on it, in hexadecimal (every bit)."""
     table = CostTable("gpu", _SquareRoots(), errors={TRANSITION: 0.1})
-    problem, *assignment = _clones()
-    prediction = problem.prediction(table, *assignment)
-    cost = TimeObjective(problem, table, assignment).cost(*assignment)
+    assignment = _clones()
+    prediction = assignment.prediction(table)
+    cost = PredictedTime(assignment.problem, table, assignment).cost(assignment)
     return [value.hex() for value in (prediction.ms, prediction.error_ms, cost)]
 
 

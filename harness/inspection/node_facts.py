@@ -24,7 +24,6 @@ from harness.targets.vulkan.compile.etrecord import EdgeGraph
 from harness.targets.vulkan.compile.lowering import LoweredProgram
 from harness.targets.vulkan.compile.metrics import assignments, partition_transitions
 from harness.targets.vulkan.local.dispatches import STAGING, program_dispatches
-from strategies.layout_problem import needed_transitions
 
 
 @dataclass
@@ -80,12 +79,8 @@ def node_facts(lowered: LoweredProgram, edge: EdgeGraph, table: CostTable | None
             node.transitions.append(transition.after)
             node.transition_bytes += transition.bytes
     if table is not None:
-        for index, (problem, tensor_reprs, use_reprs) in enumerate(assignments(lowered)):
-            priced = [(op, problem.node_price(table, op, primary, output))
-                      for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs)]
-            priced += [(source[0], problem.transition_price(table, source, tensor_reprs[source], target))
-                       for source, target in needed_transitions(problem, tensor_reprs, use_reprs)]
-            for name, price in priced:
+        for index, assignment in enumerate(assignments(lowered)):
+            for name, _, price in assignment.priced(table):
                 node = at(index, name)
                 node.predicted_us = _add(node.predicted_us, 1000 * price.ms)
                 if not price.measured:

@@ -11,6 +11,7 @@ linearisation, no solver.
 import math
 
 from strategies.layout_problem import DEFAULT_REPR, LayoutProblem, packed_dim_info
+from strategies.objective import Objective
 
 
 def _decision_order(problem: LayoutProblem) -> list:
@@ -29,7 +30,7 @@ def _decision_order(problem: LayoutProblem) -> list:
     return order + [("tensor", k) for k in problem.tensors if ("tensor", k) not in order]
 
 
-def _needed_until(problem: LayoutProblem, order: list, objective: str) -> tuple[dict, dict]:
+def _needed_until(problem: LayoutProblem, order: list, objective: Objective) -> tuple[dict, dict]:
     """For each member, the last position whose choice or cost reads its choice; for each
     tensor, the last position of a use of it (whose transitions it shares)."""
     position = {member: index for index, member in enumerate(order)}
@@ -43,7 +44,7 @@ def _needed_until(problem: LayoutProblem, order: list, objective: str) -> tuple[
         last = max(position[m] for m in group.members)
         for member in group.members:
             needed[member] = max(needed.get(member, -1), last)
-    if objective == "time":  # an operator is priced by its primary use's choice, with its first output
+    if objective.prices_nodes:  # an operator is priced by its primary use's choice, with its first output
         for op, outputs in problem.op_outputs.items():
             primary = problem.operators[op].primary_use
             if primary is not None:
@@ -52,9 +53,10 @@ def _needed_until(problem: LayoutProblem, order: list, objective: str) -> tuple[
     return needed, last_use
 
 
-def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> float:
-    """The least cost of any assignment: transitions counted, their bytes, or (``time``)
-    the predicted time of operators and transitions under ``table``."""
+def optimum(objective: Objective) -> float:
+    """The least cost of any assignment of the objective's problem: of its transitions, and of
+    its operators where the objective prices them."""
+    problem = objective.problem
     order = _decision_order(problem)
     first_outputs = {outputs[0]: op for op, outputs in problem.op_outputs.items()}
     groups_of: dict = {}
@@ -72,18 +74,16 @@ def optimum(problem: LayoutProblem, objective: str = "count", table=None) -> flo
     least_cost_at: dict = {}  # what the rest depends on -> the least cost it was reached with
 
     def clone_cost(source, representation) -> float:
-        if objective != "time":
-            return problem.transition_cost(source, representation, objective)
-        return problem.transition_ms(table, source, chosen[("tensor", source)], representation) or 0.0
+        return objective.transition_cost(source, chosen[("tensor", source)], representation)
 
     def node_cost(member) -> float:
-        """An operator's time, known once its first output is chosen (its uses come first)."""
-        op = first_outputs.get(member[1]) if objective == "time" and member[0] == "tensor" else None
+        """An operator's cost, known once its first output is chosen (its uses come first)."""
+        op = first_outputs.get(member[1]) if objective.prices_nodes and member[0] == "tensor" else None
         if op is None:
             return 0.0
         primary = problem.operators[op].primary_use
         reads = chosen[("use", primary)] if primary is not None else None
-        return problem.node_ms(table, op, reads, chosen[member]) or 0.0
+        return objective.node_cost(op, reads, chosen[member])
 
     def consistent(member) -> bool:
         for members in groups_of.get(member, []):

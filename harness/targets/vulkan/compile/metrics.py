@@ -25,7 +25,8 @@ from costmodel.fx import node_values
 from costmodel.table import CostTable
 from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram, VulkanLowering
-from strategies.layout_problem import LayoutProblem, extract, read_assignment
+from strategies.assignment import Assignment
+from strategies.layout_problem import extract
 from strategies.representations import (
     QUANTIZED_DTYPES,
     element_bytes,
@@ -214,15 +215,14 @@ def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
     return cpu_ops(lowered.lowering.edge_manager)
 
 
-def assignments(lowered: LoweredProgram) -> list[tuple[LayoutProblem, dict, list]]:
-    """Per partition: the layout problem the pass faced and the assignment (tensor and use
-    representations) the strategy left on it."""
+def assignments(lowered: LoweredProgram) -> list[Assignment]:
+    """Per partition: the assignment the strategy left on it, of the layout problem the pass faced."""
     found = []
     for partition in lowered.partitions:
         graph_module = partition.program.graph_module
         inserted = frozenset(n.name for n in graph_module.graph.nodes if is_transition(n, partition.prefix_node_names))
         problem = extract(partition.layout_pass, graph_module, inserted)
-        found.append((problem, *read_assignment(problem, graph_module)))
+        found.append(Assignment.read(problem, graph_module))
     return found
 
 
@@ -234,8 +234,8 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     (``predicted_error_expected``: the fitted rest's), and the time per operator
     (``predicted_gpu_ms_by_operator``: where two strategies' times differ)."""
     prediction = Prediction()
-    for problem, tensor_reprs, use_reprs in assignments(lowered):
-        prediction += problem.prediction(table, tensor_reprs, use_reprs)
+    for assignment in assignments(lowered):
+        prediction += assignment.prediction(table)
     return {
         "predicted_gpu_ms": prediction.ms,
         "predicted_measured_share": prediction.measured_ms / prediction.ms if prediction.ms else None,
