@@ -1,55 +1,58 @@
 """What a cost table predicts of an assignment: its time (ms), the part measured on these very
-nodes, the fitted rest per operator with the relative error expected of it, and that error as
-records state it (``predicted_error_expected``)."""
+nodes, the time per operator, the fitted time outside the table's support per kernel family
+(:mod:`costmodel.support`), and the interval the table states of the whole
+(:mod:`costmodel.intervals`)."""
 
-import math
 from dataclasses import dataclass, field
+
+from costmodel.features import node_features
+from costmodel.intervals import Intervals
+from costmodel.kernel_families import kernel_family
+from costmodel.queries import Price, Query
+from costmodel.support import Support
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """An assignment's predicted time (ms): in all, the part measured on these very nodes,
-    and the fitted rest per operator with the relative error expected of it."""
+    """An assignment's predicted time (ms): in all, the part measured on these very nodes, per
+    operator, and per kernel family the fitted part outside the table's support."""
 
     ms: float = 0.0
     measured_ms: float = 0.0
-    fitted: dict = field(default_factory=dict)  # operator -> (fitted ms, relative error expected)
     by_operator: dict = field(default_factory=dict)  # operator ("transition" for clones) -> ms
+    outside: dict = field(default_factory=dict)  # kernel family -> fitted ms outside the support
 
     @classmethod
-    def of(cls, priced) -> "Prediction":
-        """The prediction of nodes priced as (operator, :class:`Price`) pairs."""
+    def of(cls, queries: list[Query], prices: list[Price], support: Support | None = None) -> "Prediction":
+        """The prediction of ``queries`` priced ``prices``; with the table's ``support``, its
+        fitted nodes outside it."""
         total = measured = 0.0
-        fitted: dict = {}
         by_operator: dict = {}
-        for operator, price in priced:
+        outside: dict = {}
+        for query, price in zip(queries, prices):
             total += price.ms
-            by_operator[operator] = by_operator.get(operator, 0.0) + price.ms
+            by_operator[query.operator] = by_operator.get(query.operator, 0.0) + price.ms
             if price.measured:
                 measured += price.ms
-            else:
-                fitted[operator] = (fitted.get(operator, (0.0, 0.0))[0] + price.ms, price.error)
-        return cls(total, measured, fitted, by_operator)
+            elif support is not None:
+                family = kernel_family(query.signature, query.input, query.output)
+                if support.outside(family, node_features(query.signature, query.input, query.output,
+                                                         query.transition)):
+                    outside[family] = outside.get(family, 0.0) + price.ms
+        return cls(total, measured, by_operator, outside)
 
     @property
-    def error_ms(self) -> float:
-        """The error expected of the whole: an operator's nodes err together (one fit, alike
-        shapes), different operators independently. Each operator's error is the median of its
-        error over models left out of the fit, so the whole is a median too: leaving one model
-        out, realized error lay within it for about half of the models (docs/gpu-time.md)."""
-        return math.sqrt(sum((ms * error) ** 2 for ms, error in self.fitted.values()))
+    def outside_ms(self) -> float:
+        return sum(self.outside.values())
 
-    @property
-    def expected_error(self) -> float | None:
-        """:attr:`error_ms` relative to the whole (a record's ``predicted_error_expected``); None
-        where it predicts no time."""
-        return self.error_ms / self.ms if self.ms else None
+    def interval(self, intervals: Intervals) -> tuple[float, float]:
+        """The interval ``intervals`` states of it: the part inside the support (measured nodes
+        among it) by the programs' held-out residuals, the rest by each family's worst."""
+        return intervals.interval(self.ms - self.outside_ms, self.outside)
 
     def __add__(self, other: "Prediction") -> "Prediction":
-        fitted = dict(self.fitted)
-        for operator, (ms, error) in other.fitted.items():
-            fitted[operator] = (fitted.get(operator, (0.0, error))[0] + ms, error)
-        by_operator = dict(self.by_operator)
-        for operator, ms in other.by_operator.items():
-            by_operator[operator] = by_operator.get(operator, 0.0) + ms
-        return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms, fitted, by_operator)
+        def summed(first: dict, second: dict) -> dict:
+            return {key: first.get(key, 0.0) + second.get(key, 0.0) for key in {**first, **second}}
+
+        return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms,
+                          summed(self.by_operator, other.by_operator), summed(self.outside, other.outside))

@@ -14,6 +14,7 @@ from costmodel.features import TRANSITION
 from costmodel.prediction import Prediction
 from costmodel.pricing import Pricing
 from costmodel.queries import Price
+from costmodel.table import CostTable
 from layoutkit.errors import InvalidAssignmentError
 from strategies.layout_problem import LayoutProblem, TensorKey
 from strategies.representations import Repr, as_pair, to_tensor_repr
@@ -62,9 +63,11 @@ class Assignment:
         return ([(op, self.problem.operators[op].operator, node_prices[op, a, b]) for op, a, b in nodes]
                 + [(source[0], TRANSITION, clone_prices[source, f, r]) for source, f, r in clones])
 
-    def prediction(self, table: Pricing) -> Prediction:
-        """Its time under ``table``: its operators' and transitions' prices."""
-        return Prediction.of((operator_name, price) for _, operator_name, price in self.priced(table))
+    def prediction(self, table: CostTable) -> Prediction:
+        """Its time under ``table``: its operators' and transitions' prices, and which of them lie
+        outside the table's support."""
+        queries = self.problem.queries(list(self.operator_reprs()), self.clones)
+        return Prediction.of(queries, [price for *_, price in self.priced(table)], table.support)
 
     @classmethod
     def read(cls, problem: LayoutProblem, graph_module: torch.fx.GraphModule) -> "Assignment":

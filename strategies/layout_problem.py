@@ -103,8 +103,8 @@ class LayoutProblem:
             self._prices[key] = self._price(table, node_keys, transition_keys)
         return self._prices[key]
 
-    def _price(self, table: Pricing, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
-        """``table``'s prices of (op, input, output) nodes and (source, from, to) transitions."""
+    def queries(self, node_keys: list, transition_keys: list) -> list[Query]:
+        """What a table prices of (op, input, output) nodes and (source, from, to) transitions, in that order."""
         load = GraphLoad.of(operator.signature for operator in self.operators.values())
         queries = [Query(self.operators[op].signature, pair_name(a) if a else "", pair_name(b), False, self.graph, op,
                          load) for op, a, b in node_keys]
@@ -113,7 +113,11 @@ class LayoutProblem:
             if source not in moved:
                 moved[source] = transition_signature(self.tensors[source].shape, self.tensors[source].dtype)
             queries.append(Query(moved[source], pair_name(f), pair_name(r), True, load=load))
-        priced = table.price(queries)
+        return queries
+
+    def _price(self, table: Pricing, node_keys: list, transition_keys: list) -> tuple[dict, dict]:
+        """``table``'s prices of (op, input, output) nodes and (source, from, to) transitions."""
+        priced = table.price(self.queries(node_keys, transition_keys))
         return dict(zip(node_keys, priced)), dict(zip(transition_keys, priced[len(node_keys):]))
 
     def known_prices(self, table: Pricing, node_keys: list, transition_keys: list) -> tuple[dict, dict]:

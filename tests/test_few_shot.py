@@ -119,7 +119,7 @@ def test_the_study_and_the_validation_pair_programs_not_runs_of_one_program():
         [("1", "m", "bfs-downstream", 1.0, 0.99, 1.01, 1.1), ("2", "m", "bfs-downstream", 1.2, 1.19, 1.21, 1.1),
          ("1", "m", "ilp", 2.0, 1.99, 2.01, 2.2), ("1", "m", "calibration-1", 9.0, 8.9, 9.1, 0.1)],
         columns=["run", "model", "strategy", "measured_ms", "low_ms", "high_ms", "predicted_ms"],
-    ).assign(expected_error=0.1, costs="table", table="table")
+    ).assign(predicted_low_ms=0.5, predicted_high_ms=3.0, outside_share=0.0, costs="table", table="table")
     assert few_shot_study.scores(programs)["pairs_ordered"] == 1.0
     assert validation.summary(programs)["ordered_pairs"].tolist() == ["1/1"]
     merged = validation.strategy_programs(programs).set_index("strategy")

@@ -18,15 +18,16 @@ from .helpers.browser import chromium, rendered_dom, screenshot
 
 MIB, KIB = 2**20, 2**10
 FIELDS = ("predicted_gpu_ms", "gpu_dispatch_ms", "staging_gpu_ms", "latency_ms_median", "transitions",
-          "delegate_memory_bytes", "predicted_measured_share", "predicted_error_expected")
+          "delegate_memory_bytes", "predicted_measured_share", "predicted_gpu_ms_low", "predicted_gpu_ms_high",
+          "predicted_outside_support_share")
 # model -> strategy -> FIELDS: measured GPU time is dispatches less staging (m1: 2.0, 1.9, 1.7 ms)
 RUNS = {
-    "m1": {"bfs-downstream": (2.0, 2.2, 0.2, 3.0, 10, 4 * MIB, 1.0, 0.02),
-           "bfs-refined": (1.9, 2.1, 0.2, 2.9, 8, 4 * MIB, 1.0, 0.02),
-           "ilp-time": (1.6, 1.9, 0.2, 2.7, 12, 3.5 * MIB, 0.8, 0.03)},
-    "m2": {"bfs-downstream": (1.0, 1.1, 0.1, 1.5, 0, 512 * KIB, 0.5, 0.1),
-           "bfs-refined": (1.0, 1.1, 0.1, 1.5, 0, 512 * KIB, 0.5, 0.1),
-           "ilp-time": (0.9, 1.0, 0.1, 1.4, 2, 520 * KIB, 0.4, 0.1)},
+    "m1": {"bfs-downstream": (2.0, 2.2, 0.2, 3.0, 10, 4 * MIB, 1.0, 1.9, 2.2, 0.0),
+           "bfs-refined": (1.9, 2.1, 0.2, 2.9, 8, 4 * MIB, 1.0, 1.8, 2.1, 0.0),
+           "ilp-time": (1.6, 1.9, 0.2, 2.7, 12, 3.5 * MIB, 0.8, 1.5, 1.8, 0.03)},
+    "m2": {"bfs-downstream": (1.0, 1.1, 0.1, 1.5, 0, 512 * KIB, 0.5, 0.8, 1.4, 0.1),
+           "bfs-refined": (1.0, 1.1, 0.1, 1.5, 0, 512 * KIB, 0.5, 0.8, 1.4, 0.1),
+           "ilp-time": (0.9, 1.0, 0.1, 1.4, 2, 520 * KIB, 0.4, 0.7, 1.3, 0.1)},
 }
 
 
@@ -110,7 +111,8 @@ def test_report_shows_time_against_bfs_downstream_with_units(tmp_path):
     rows = _table(run, "Per model and strategy")
     assert rows[("m1", "ilp-time")] == {
         "pred gpu": "1.6 ms", "pred gpu change": "-20 %", "measured gpu": "1.7 ms", "measured gpu change": "-15 %",
-        "prediction error": "-5.88 %", "measured share": "80 %", "expected error": "3 %",
+        "prediction error": "-5.88 %", "measured share": "80 %", "pred low": "1.5 ms",
+        "pred high": "1.8 ms", "outside support": "3 %",
         "latency": "2.7 ms", "latency change": "-10 %", "transitions": "12", "transitions change": "+20 %",
         "memory": "3.5 MiB", "memory change": "-12.5 %"}
     assert rows[("m2", "ilp-time")]["transitions change"] == "from 0"

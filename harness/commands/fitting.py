@@ -205,7 +205,6 @@ def _validate(args, measurements) -> int:
     :mod:`harness.inspection.validation`), so an interrupted validation resumes."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from costmodel.fit import ERROR_QUANTILE
     from harness.inspection import coverage, validation
     from harness.results.results_dir import ResultsDir
     from harness.results.table import format_number
@@ -244,7 +243,9 @@ def _validate(args, measurements) -> int:
     programs.to_csv(out.validation, index=False)
     summary = validation.summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
-    print(f"{PROGRAM}: {coverage.coverage_line(summary, ERROR_QUANTILE)}", file=sys.stderr)
+    levels = {table.intervals.level for table in tables.values() if table.intervals}
+    print(f"{PROGRAM}: {coverage.interval_line(validation.strategy_programs(programs), max(levels, default=None))}",
+          file=sys.stderr)
     print(f"{PROGRAM}: {len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
           f"every program's prediction in {out.validation}", file=sys.stderr)
     return 0

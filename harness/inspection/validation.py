@@ -36,8 +36,10 @@ FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
 
 def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
     """Per program: what it measured (the median and range of its processes' summed times),
-    what ``table`` predicts of its nodes and the error it states of that (``expected_error``)."""
-    prices = table.price(node_queries(measurements.nodes))
+    what ``table`` predicts of its nodes, the interval it states of that and the share outside
+    its support (:func:`harness.inspection.coverage.stated_intervals`)."""
+    queries = node_queries(measurements.nodes)
+    prices = table.price(queries)
     predicted = measurements.nodes.assign(predicted=[price.ms for price in prices])
     by_program = predicted.groupby(PROGRAM)["predicted"].sum()
     programs = measurements.programs.set_index(PROGRAM)
@@ -46,8 +48,8 @@ def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataF
         "costs": programs["costs"],
         "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min), "high_ms": process_ms.map(max),
         "predicted_ms": by_program,
-        "expected_error": coverage.expected_errors(measurements.nodes, prices, PROGRAM),
-    }).assign(error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
+    }).join(coverage.stated_intervals(measurements.nodes, queries, prices, table, PROGRAM)).assign(
+        error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
 
 
 def fit_key(measurements: Measurements) -> str:
@@ -131,15 +133,16 @@ def leave_one_model_out(measurements: Measurements, models: list[str] | None = N
 def strategy_programs(programs: pd.DataFrame) -> pd.DataFrame:
     """Of predicted programs (:func:`predicted_programs`), those of layout strategies
     (calibration rounds aside), one per (model, strategy): all its runs' processes together
-    (the median of their measured and of their predicted times, the widest range, the median
-    expected error). A program's runs predict alike: apart, two of them measured apart would
+    (the median of their measured and of their predicted times, the widest range, the interval
+    stated of it). A program's runs predict alike: apart, two of them measured apart would
     be a pair no prediction orders."""
     from strategies.calibration import is_round
 
     chosen = programs[~programs["strategy"].map(is_round)]
     return chosen.groupby(["model", "strategy"], as_index=False).agg(
         measured_ms=("measured_ms", "median"), low_ms=("low_ms", "min"), high_ms=("high_ms", "max"),
-        predicted_ms=("predicted_ms", "median"), expected_error=("expected_error", "median"))
+        predicted_ms=("predicted_ms", "median"), predicted_low_ms=("predicted_low_ms", "first"),
+        predicted_high_ms=("predicted_high_ms", "first"), outside_share=("outside_share", "first"))
 
 
 def ordered_pairs(programs: pd.DataFrame) -> tuple[int, int]:
@@ -159,8 +162,9 @@ def ordered_pairs(programs: pd.DataFrame) -> tuple[int, int]:
 
 def summary(programs: pd.DataFrame) -> pd.DataFrame:
     """Per model, from :func:`leave_one_model_out`'s programs: the median and worst absolute
-    error over its strategies' programs, and the median of the error the held-out table
-    states of them (``expected_error``: see :mod:`harness.inspection.coverage`); of the pairs of
+    error over its strategies' programs, how many of them measured within the interval the
+    held-out table states (:mod:`harness.inspection.coverage`) and their largest share outside
+    its support; of the pairs of
     them whose measured times differ beyond their ranges, how many the held-out table orders as
     measured; and ilp-time (lowered under the held-out table) against the faster of ilp and
     bfs-downstream, and against bfs-downstream, measured (``beyond_spread``: slower than the
@@ -174,7 +178,8 @@ def summary(programs: pd.DataFrame) -> pd.DataFrame:
         errors = (group["predicted_ms"] / group["measured_ms"] - 1).abs()
         agreeing, pairs = ordered_pairs(group)
         row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
-               "expected_error": group["expected_error"].median(),
+               "within_interval": f"{int(coverage.within_interval(group).sum())}/{len(group)}",
+               "outside_share": group["outside_share"].max(),
                "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,
                "ilp_time_vs_bfs_downstream": None}
         others = by_strategy.loc[[s for s in ("ilp", "bfs-downstream") if s in by_strategy.index]]

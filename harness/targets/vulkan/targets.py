@@ -87,7 +87,8 @@ class Vulkan(Target):
     metrics = ("transitions", "transition_bytes", "int8_transitions", "int8_transition_bytes", "delegate_memory_bytes",
                "transition_memory_bytes", "partitions", "delegate_ops", "ops_outside_delegate", "own_clones",
                "pte_bytes", "pass_seconds", "finish_seconds", "serialize_seconds", "prefix_seconds", "optimal",
-               "predicted_gpu_ms", "predicted_measured_share", "predicted_error_expected", "limit_violations")
+               "predicted_gpu_ms", "predicted_measured_share", "predicted_gpu_ms_low", "predicted_gpu_ms_high",
+               "predicted_outside_support_share", "limit_violations")
 
     def environment(self, context: MeasureContext) -> dict:
         """The cost table too, where the context has one: it prices ``predicted_gpu_ms`` and

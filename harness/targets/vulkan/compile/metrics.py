@@ -230,18 +230,27 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     """The program's GPU time per inference under a cost table (``predicted_gpu_ms``): every
     operator node in the representations the strategy gave it, plus its transitions (ET-VK's
     copies of inputs and outputs aside); the share of it priced by nodes measured on this very
-    model (``predicted_measured_share``), the relative error expected of the whole
-    (``predicted_error_expected``: the fitted rest's), and the time per operator
-    (``predicted_gpu_ms_by_operator``: where two strategies' times differ)."""
+    model (``predicted_measured_share``) and the time per operator
+    (``predicted_gpu_ms_by_operator``: where two strategies' times differ). Under a table that
+    knows its support and intervals (a fit's): the fitted time outside the support per kernel
+    family and its share, the interval at the table's level, and the bounds of the ratio of a
+    measured change against the reference strategy to the predicted one."""
     prediction = Prediction()
     for assignment in assignments(lowered):
         prediction += assignment.prediction(table)
-    return {
+    stated = {
         "predicted_gpu_ms": prediction.ms,
         "predicted_measured_share": prediction.measured_ms / prediction.ms if prediction.ms else None,
-        "predicted_error_expected": prediction.expected_error,
         "predicted_gpu_ms_by_operator": {op: round(ms, 6) for op, ms in sorted(prediction.by_operator.items())},
     }
+    if table.support is not None:
+        stated["predicted_outside_support"] = {f: round(ms, 6) for f, ms in sorted(prediction.outside.items())}
+        stated["predicted_outside_support_share"] = prediction.outside_ms / prediction.ms if prediction.ms else None
+    if table.intervals is not None:
+        stated["predicted_gpu_ms_low"], stated["predicted_gpu_ms_high"] = prediction.interval(table.intervals)
+        stated["predicted_interval_level"] = table.intervals.level
+        stated["predicted_ratio_low"], stated["predicted_ratio_high"] = table.intervals.change.of(1.0)
+    return stated
 
 
 def limit_violations(lowered: LoweredProgram, limits: DeviceLimits) -> dict:
