@@ -160,8 +160,9 @@ def _expected_errors(errors: list[pd.DataFrame]) -> dict:
 
 
 def _corpus(measurements: Measurements, models: list[str], table: CostTable) -> dict:
-    return {"models": models, "programs": len(measurements.programs),
-            "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
+    corpus = {"models": models, "programs": len(measurements.programs),
+              "runs": int(measurements.programs["run"].nunique()), "nodes": len(table.nodes)}
+    return {**corpus, "measured_on": list(measurements.measured_on)} if measurements.measured_on else corpus
 
 
 # How far a group's ratio is pulled towards its parent group's, in nodes' worth of weight: tried

@@ -26,12 +26,14 @@ PROGRAM_COLUMNS = [*PROGRAM, "costs", "process_ms"]  # the table it was lowered 
 @dataclass
 class Measurements:
     """What one device's runs measured: a row per node (``NODE_COLUMNS``) and per program
-    (``PROGRAM_COLUMNS``); the device's limits where its runs read them."""
+    (``PROGRAM_COLUMNS``); the device's limits where its runs read them; ``measured_on``: where
+    runs of other devices stand in for it (:func:`combined`), every device the runs were of."""
 
     device: str
     nodes: pd.DataFrame
     programs: pd.DataFrame
     limits: DeviceLimits | None = None
+    measured_on: tuple[str, ...] = ()
 
     def of_models(self, models, kept: bool = True) -> "Measurements":
         """The part of these measurements of ``models``' programs (``kept`` False: of every other
@@ -66,6 +68,8 @@ def write_measurements(measurements: Measurements, path: Path) -> Path:
               "programs": measurements.programs[PROGRAM_COLUMNS].values.tolist()}
     if measurements.limits is not None:
         header["limits"] = measurements.limits.to_json()
+    if measurements.measured_on:
+        header["measured_on"] = list(measurements.measured_on)
     with gzip.open(path, "wt") as out:
         out.write(json.dumps(header) + "\n")
         for row in measurements.nodes[NODE_COLUMNS].itertuples(index=False):
@@ -79,16 +83,20 @@ def read_measurements(path: Path) -> Measurements:
             header = json.loads(next(lines))
             nodes = pd.DataFrame([json.loads(line) for line in lines], columns=header["columns"])
         programs = pd.DataFrame(header["programs"], columns=header["program_columns"])
-        return Measurements(header["device"], nodes, programs, DeviceLimits.common([header.get("limits")]))
+        return Measurements(header["device"], nodes, programs, DeviceLimits.common([header.get("limits")]),
+                            tuple(header.get("measured_on", ())))
     # EOFError: a file cut short (gzip's end-of-stream marker missing); zlib.error: damaged inside
     except (OSError, EOFError, zlib.error, ValueError, KeyError, StopIteration) as error:
         raise UsageError(f"{path} holds no measurements written by `layoutbench calibrate --nodes` ({error})") from None
 
 
-def combined(parts: list[Measurements]) -> Measurements:
-    """Measurements of several sources together, of one device; their runs numbered anew, so
-    that two sources' runs stay apart."""
-    device = one_device({part.device for part in parts})
+def combined(parts: list[Measurements], device: str | None = None) -> Measurements:
+    """Measurements of several sources together, of one device (or, named, of ``device``: runs of
+    devices ET-VK runs alike standing in for it); their runs numbered anew, so that two sources'
+    runs stay apart."""
+    devices = {d for part in parts for d in (part.measured_on or [part.device])}
+    measured_on = tuple(sorted(devices)) if device and devices != {device} else ()
+    device = device or one_device({part.device for part in parts})
     runs = 0
     for part in parts:
         part.nodes["run"] += runs
@@ -96,4 +104,4 @@ def combined(parts: list[Measurements]) -> Measurements:
         runs = int(part.programs["run"].max()) + 1
     return Measurements(device, pd.concat([p.nodes for p in parts], ignore_index=True),
                         pd.concat([p.programs for p in parts], ignore_index=True),
-                        DeviceLimits.common([part.limits for part in parts]))
+                        DeviceLimits.common([part.limits for part in parts]), measured_on)

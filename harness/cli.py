@@ -141,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--table", help="the cost table to write (default: OUT/costs.json)")
     calibrate.add_argument("--limits", type=device_limits, help="the device's limits the table carries, in place of "
                            "those its runs read: maxImageDimension3D=N,maxImageDimension2D=N,maxStorageBufferRange=N")
+    calibrate.add_argument("--as-device", metavar="NAME", help="with --fit: runs of several devices that run ET-VK "
+                           "alike (an H100 and an H200) as NAME's; the table's corpus names each (measured_on)")
     calibrate.add_argument("--nodes", help="also keep the measured nodes in this file (.jsonl.gz): the runs, "
                            "small enough to keep, from which --fit and --validate work again")
     calibrate.add_argument("--validate", action="store_true", help="leave one model out: per model, a table fitted "

@@ -9,10 +9,11 @@ import pandas as pd
 
 from costmodel import gradient_boosted
 from costmodel.intervals import Bounds, Intervals
-from costmodel.measurements import Measurements, write_measurements
+from costmodel.measurements import Measurements, read_measurements, write_measurements
 from costmodel.prediction import Prediction
 from costmodel.queries import Price, Query
 from costmodel.support import Support
+from costmodel.table import load
 from harness import cli
 from harness.inspection import coverage, validation
 
@@ -76,3 +77,23 @@ def test_leaving_one_model_out_the_interval_holds_at_its_level(tmp_path, capsys,
     within = coverage.within_interval(validation.strategy_programs(programs))
     assert abs(within.mean() - 0.8) <= 0.2, within
     assert coverage.interval_line(validation.strategy_programs(programs), 0.8) in capsys.readouterr().err
+
+
+def test_runs_of_a_device_that_runs_et_vk_alike_stand_in_only_when_named(tmp_path, capsys, monkeypatch):
+    """An H200's runs of new models fold into an H100's corpus only under --as-device, and the
+    table's corpus names both devices."""
+    monkeypatch.setattr(gradient_boosted, "ROUNDS", 5)
+    h100, h200 = _deviating_models(3, 6, 0.1, 1), _deviating_models(2, 6, 0.1, 2)
+    h200.device = "h200"
+    for frame in (h200.nodes, h200.programs):
+        frame["model"] = "new-" + frame["model"]
+    files = [str(write_measurements(m, tmp_path / f"{name}.jsonl.gz")) for name, m in (("h100", h100), ("h200", h200))]
+    assert cli.main(["calibrate", "--fit", *files, "--out", str(tmp_path / "refused")]) == 2
+    assert "a cost table is of one device; these runs are of gpu, h200" in capsys.readouterr().err
+    table = tmp_path / "table.json"
+    assert cli.main(["calibrate", "--fit", *files, "--as-device", "gpu", "--table", str(table),
+                     "--nodes", str(tmp_path / "kept.jsonl.gz")]) == 0
+    fitted = load(table)
+    assert fitted.device == "gpu" and fitted.corpus["measured_on"] == ["gpu", "h200"]
+    assert len(fitted.corpus["models"]) == 5
+    assert read_measurements(tmp_path / "kept.jsonl.gz").measured_on == ("gpu", "h200")

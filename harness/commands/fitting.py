@@ -50,7 +50,7 @@ def calibrate(args) -> int:
             records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
-    measurements = load_measurements(args.fit or [args.out])
+    measurements = load_measurements(args.fit or [args.out], args.as_device)
     if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
         measurements.limits = args.limits
     if args.nodes:

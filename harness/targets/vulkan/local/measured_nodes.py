@@ -69,9 +69,10 @@ def measured(results_dirs: list[Path]) -> Measurements:
                         pd.DataFrame(programs, columns=PROGRAM_COLUMNS), DeviceLimits.common(limits))
 
 
-def load_measurements(sources: list[Path]) -> Measurements:
-    """What results directories (one run each) and kept files (``.jsonl.gz``) measured, together."""
+def load_measurements(sources: list[Path], device: str | None = None) -> Measurements:
+    """What results directories (one run each) and kept files (``.jsonl.gz``) measured, together
+    (as ``device``'s, where runs of other devices stand in for it)."""
     directories = [Path(s) for s in sources if not Path(s).is_file()]
     parts = [read_measurements(Path(s)) for s in sources if Path(s).is_file()]
     parts += [measured(directories)] if directories else []
-    return combined(parts)
+    return combined(parts, device)
