@@ -6,9 +6,10 @@ Shapes are taken as ET-VK sees them, along WHCN (width = the last dim, height th
 before, channels, batch); each is given in log2, so a fit compares sizes by ratio. Where the
 representation matters it is spelled out: the packed dim's extent and its padding to a texel
 of four, texel counts, and, for a reduction, a product or a permute, whether the dim it
-works along is the packed one; its *kernel* (the operator, and for a convolution whether
-it is depthwise, grouped, pointwise or dense, for a product whether it multiplies a vector:
-ET-VK runs each with other shaders); its *work*: multiply-adds where it has them (convolutions,
+works along is the packed one; its *kernel*: the operator and, where its operator does not say
+which shaders ET-VK runs, its kernel family (:mod:`costmodel.kernel_families`: a
+convolution's depthwise, pointwise, im2col, grouped or direct shader, a product's row tile, a
+layout transition's copy); its *work*: multiply-adds where it has them (convolutions,
 products), else the larger of the elements it reads and writes; and its graph's (its delegate
 partition's) *load*, the bytes of weights it holds and its largest node's activations: on the
 H100 the same node, same shapes, same values, same pair, ran 5-28 % slower (median 18 %) in
@@ -20,6 +21,7 @@ not apply).
 import math
 from dataclasses import dataclass
 
+from costmodel.kernel_families import kernel_family, operator_short_name
 from costmodel.signatures import activation_shapes, constant_shapes
 
 CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
@@ -196,16 +198,11 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
         features.update(kernel_h=float(kernel_h), kernel_w=float(kernel_w), stride=float(max(stride)),
                         log_groups=_log(groups), depthwise=float(depthwise),
                         log_in_channels=_log(in_per_group * groups), log_out_channels=_log(out_channels))
-        kind = ("depthwise" if depthwise else "grouped" if groups > 1
-                else "pointwise" if kernel_h == kernel_w == 1 else "dense")
-        features["operator"] = f"{operator}:{kind}"
         work = output_elements * in_per_group * kernel_h * kernel_w
         features["log_serial"] = _log(in_per_group * kernel_h * kernel_w)
     elif operator in _PRODUCTS and primary:
         contracted = primary[-1]
         features.update(log_contracted=_log(contracted), contracts_packed_dim=float(input_packed == 0))
-        if output and math.prod(output[:-1]) == 1:
-            features["operator"] = f"{operator}:vector"
         work = output_elements * contracted
         features["log_serial"] = _log(contracted)
     elif operator.startswith("aten.permute_copy") and len(args) > 1 and isinstance(args[1], list) and primary:
@@ -215,4 +212,7 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     elif operator.startswith("aten.view_copy") and primary:
         features["keeps_last_dim"] = float(bool(output) and output[-1] == primary[-1])
     features["log_work"] = _log(work)
+    family = kernel_family(signature, input_name, output_name)
+    if family != operator_short_name(signature["operator"]):  # the kernels it runs, where its operator does not say
+        features["operator"] = f"{operator}:{family}"
     return features
