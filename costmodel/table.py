@@ -26,7 +26,6 @@ workers, and the harness hands it to each pass that prices with it when it const
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from costmodel.per_operator import PerOperatorModel
 from costmodel.queries import Price, Query
 from costmodel.support import Support
 from layoutkit.errors import UsageError
+from layoutkit.files import write_whole
 
 COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
 FORMAT = "layoutbench-costs-5"  # 3: fits price a node by its graph's weights too; 4: int8 nodes only; 5: its load, a spread
@@ -174,9 +174,4 @@ def save(table: CostTable, path) -> None:
     """Write ``table`` to ``path`` whole or not at all: a run starting meanwhile reads the old file or the new."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    written = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        written.write_bytes(table.to_bytes())
-        os.replace(written, path)
-    finally:
-        written.unlink(missing_ok=True)
+    write_whole(path, table.to_bytes())

@@ -1,11 +1,6 @@
 """Where layoutbench keeps what it can recompute, and how an entry is written and read.
 
-``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind:
-``exports`` (torch.export programs), ``prefixes`` (ET-VK lowerings up to the layout pass),
-``etrecords`` (edge programs before delegation, for Model Explorer),
-``records`` (measurements by identity), ``lowering-memory`` (asv's peak memory of lowering
-each model), ``asv-results`` (the asv suites' results directories), ``warm`` (the warm
-servers' logs), and the tools' ``npm``, ``vgf-host`` and ``runtime`` folders.
+``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind (:data:`KINDS`).
 
 A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
 reader never sees half an entry; a per-entry lock makes a second process that wants the
@@ -173,7 +168,6 @@ def usage() -> list[dict]:
 
 
 def clear(kinds: list[str]) -> None:
-    """Remove the named kinds of cache."""
     for kind in kinds:
         shutil.rmtree(cache_root() / kind, ignore_errors=True)
 

@@ -16,7 +16,7 @@ import sys
 from costmodel.table import COSTS_ENV
 from harness import quiet
 from harness.cache import ENTRY_KINDS
-from harness.commands import PROGRAM, explore, fitting, inspections, sweeps, upkeep
+from harness.commands import PROGRAM, explore, fitting, inspections, say, sweeps, upkeep
 from harness.commands.option_types import add_model_and_strategies, count, device_limits, gibibytes, positive
 from harness.results.schema import default_thresholds
 from layoutkit.files import CacheSettings, install
@@ -240,13 +240,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except MeasurementError as error:
-        print(f"{PROGRAM}: failed: {error}", file=sys.stderr)
+        say(f"failed: {error}")
         return 1
     except LayoutbenchError as error:  # one line per problem it names
         print("\n".join(f"{PROGRAM}: error: {line}" for line in str(error).splitlines()), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{PROGRAM}: interrupted; finished records are kept, re-run to resume", file=sys.stderr)
+        say("interrupted; finished records are kept, re-run to resume")
         return 130
 
 
@@ -274,10 +274,10 @@ def _through_warm_server(argv: list[str]) -> int | None:
     except UsageError:
         return None
     except client.Declined as declined:
-        print(f"{PROGRAM}: running without the warm server: {declined}", file=sys.stderr)
+        say(f"running without the warm server: {declined}")
         return None
     except client.ServerGone as gone:
-        print(f"{PROGRAM}: failed: {gone}", file=sys.stderr)
+        say(f"failed: {gone}")
         return 1
 
 

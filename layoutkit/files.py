@@ -144,6 +144,17 @@ def cache_folder(*parts: str) -> Path:
     return folder
 
 
+def write_whole(path: Path, content: bytes) -> None:
+    """``content`` into ``path`` whole or not at all: a reader meanwhile, or a write that fails
+    (a full disk), finds the old file or the new, never one cut short."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_bytes(content)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def file_lock(path: Path, wait: bool = True):
     """An exclusive lock on ``path`` (created, with its folder, where missing) while in the

@@ -3,4 +3,11 @@ exit status (:mod:`harness.cli` parses and dispatches): sweeps (run, compare, ga
 calibrate), inspections (explain, profile, costs, preferences) and upkeep (list, report,
 cache, runtime, dashboard, pack, import-remote)."""
 
+import sys
+
 PROGRAM = "layoutbench"  # how every line the command line writes to stderr begins
+
+
+def say(line: str) -> None:
+    """One line on stderr, where every line besides the result goes."""
+    print(f"{PROGRAM}: {line}", file=sys.stderr)

@@ -3,10 +3,9 @@ choices and times (and where a second differs), written into the results directo
 shown in Model Explorer with ExecuTorch's extension on a local port."""
 
 import os
-import sys
 
 from costmodel.table import COSTS_ENV
-from harness.commands import PROGRAM
+from harness.commands import say
 from harness.commands.option_types import add_model_and_strategies, port
 from harness.inspection.explorer_server import DEFAULT_PORT, LAST_PORT
 
@@ -42,15 +41,13 @@ def explore(args) -> int:
 
     table = table_check.load_checked(args.costs) if args.costs else None
     if table is None:
-        print(f"{PROGRAM}: no --costs: no predicted time", file=sys.stderr)
-    print(f"{PROGRAM}: lowering {model} and drawing its edge program", file=sys.stderr)
+        say("no --costs: no predicted time")
+    say(f"lowering {model} and drawing its edge program")
     explored = write(model, names, table, args.out)
     for name in explored.unmeasured:
-        print(f"{PROGRAM}: no vulkan-run of {model} / {name} with an ETDump in {args.out}: no measured time",
-              file=sys.stderr)
+        say(f"no vulkan-run of {model} / {name} with an ETDump in {args.out}: no measured time")
     if explored.undrawn:
-        print(f"{PROGRAM}: {len(explored.undrawn)} nodes ET-VK added that read only weights are not drawn",
-              file=sys.stderr)
+        say(f"{len(explored.undrawn)} nodes ET-VK added that read only weights are not drawn")
     print("\n".join(str(path) for path in [explored.etrecord, *explored.overlays]))
     if args.write_only:
         return 0

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from costmodel.table import save
-from harness.commands import PROGRAM
+from harness.commands import say
 from harness.commands.sweeps import start_local_workers, sweep
 
 
@@ -54,8 +54,7 @@ def calibrate(args) -> int:
     if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
         measurements.limits = args.limits
     if args.nodes:
-        print(f"{PROGRAM}: measured nodes kept in {write_measurements(measurements, args.nodes)}",
-              file=sys.stderr)
+        say(f"measured nodes kept in {write_measurements(measurements, args.nodes)}")
     if args.validate:
         return _validate(args, measurements)
     path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
@@ -67,9 +66,9 @@ def calibrate(args) -> int:
         table = fit(measurements)
     save(table, path)
     limits = f"; its limits {table.limits.to_json()}" if table.limits else "; no device limits (calibrate --limits)"
-    print(f"{PROGRAM}: cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
-          f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and "
-          f"{'the prior transferred' if prior is not None else 'a fit'}{limits}", file=sys.stderr)
+    say(f"cost table of {table.device} written to {path}: {len(table.nodes)} node prices from "
+        f"{table.corpus['programs']} programs of {len(table.corpus['models'])} models, and "
+        f"{'the prior transferred' if prior is not None else 'a fit'}{limits}")
     print(path)
     return 0
 
@@ -113,8 +112,8 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
         args.warmup = args.iterations = args.processes = 1
     chosen = choose_programs(candidates, prior, args.budget)
     if len(chosen) < args.budget:
-        print(f"{PROGRAM}: --budget {args.budget} is more than the {len(chosen)} programs the prior's nodes hold: "
-              f"running all {len(chosen)}", file=sys.stderr)
+        say(f"--budget {args.budget} is more than the {len(chosen)} programs the prior's nodes hold: "
+            f"running all {len(chosen)}")
     print(chosen.to_string(index=False, float_format=format_number), file=sys.stderr)
     by_strategies: dict = {}
     for model, group in chosen.groupby("model", sort=False):
@@ -122,8 +121,7 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
     records = [record for names, chosen_models in by_strategies.items()
                for record in sweep(args, chosen_models, list(names), ["vulkan-run"])]
     running = "" if args.pack else f", running them about {_device_seconds(records):.0f} s on {_device_of(records)}"
-    print(f"{PROGRAM}: lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}",
-          file=sys.stderr)
+    say(f"lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}")
     return records
 
 
@@ -139,9 +137,9 @@ def _pack_chosen(args, records: list[dict]) -> int:
     count = packing.pack_bundle(args.out, args.pack) if bundle else packing.pack(args.out, args.pack)
     runs = ("its run.sh" if bundle else
             "remote_runner.py PROGRAMS executor_runner device.tar --warmup 2 --iterations 20 --processes 3")
-    print(f"{PROGRAM}: {count} programs packed into {args.pack}; run them there ({runs}), then: layoutbench "
-          f"import-remote {args.out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --fit DEVICE_RUNS --prior "
-          f"{args.prior}", file=sys.stderr)
+    say(f"{count} programs packed into {args.pack}; run them there ({runs}), then: layoutbench "
+        f"import-remote {args.out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --fit DEVICE_RUNS --prior "
+        f"{args.prior}")
     print(args.pack)
     return 0
 
@@ -183,18 +181,18 @@ def _transfer(args, prior, measurements):
     if measurements.programs["model"].nunique() > 1:
         check = few_shot.prior_check(prior, measurements, ratios)
         verdict = "holds" if check.holds else "does not hold"
-        print(f"{PROGRAM}: the prior {verdict} on {measurements.device}: it predicts the "
-              f"{len(measurements.programs)} programs within {check.prior_error:.1%} (median), a table transferred "
-              f"without each one's model within {check.transferred_error:.1%}, the prior's spread "
-              f"{check.spread:.1%}; measured/predicted {check.factor:.3f}", file=sys.stderr)
+        say(f"the prior {verdict} on {measurements.device}: it predicts the "
+            f"{len(measurements.programs)} programs within {check.prior_error:.1%} (median), a table transferred "
+            f"without each one's model within {check.transferred_error:.1%}, the prior's spread "
+            f"{check.spread:.1%}; measured/predicted {check.factor:.3f}")
         if check.holds:
-            print(f"{PROGRAM}: use {args.prior} on {measurements.device} as it is: no table written", file=sys.stderr)
+            say(f"use {args.prior} on {measurements.device} as it is: no table written")
             print(args.prior)
             return None
         if check.transferred_error > few_shot.HOLDS_WITHIN:
-            print(f"{PROGRAM}: the table transferred from {len(measurements.programs)} programs is not to be trusted on "
-                  f"a model they do not include (beyond {few_shot.HOLDS_WITHIN:.0%}): a larger --budget teaches it "
-                  "more", file=sys.stderr)
+            say(f"the table transferred from {len(measurements.programs)} programs is not to be trusted on "
+                f"a model they do not include (beyond {few_shot.HOLDS_WITHIN:.0%}): a larger --budget teaches it "
+                "more")
     return transferred(prior, measurements, ratios)
 
 
@@ -214,15 +212,14 @@ def _validate(args, measurements) -> int:
     models = sorted(measurements.programs["model"].unique())
     key = validation.fit_key(measurements)
     kept = validation.kept_tables({model: out.held_out_table(model) for model in models}, key)
-    print(f"{PROGRAM}: {len(kept)} held-out tables kept (fitted from the same measurements by the same fit), "
-          f"{len(models) - len(kept)} to fit", file=sys.stderr)
+    say(f"{len(kept)} held-out tables kept (fitted from the same measurements by the same fit), "
+        f"{len(models) - len(kept)} to fit")
     started, fitted = time.monotonic(), []
 
     def write(model, table, done, total):
         save(table, out.held_out_table(model))
         fitted.append(model)
-        print(f"{PROGRAM}: [{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: "
-              f"{out.held_out_table(model)}", file=sys.stderr)
+        say(f"[{done}/{total} {time.monotonic() - started:.0f} s] table without {model}: {out.held_out_table(model)}")
 
     workers = min((os.cpu_count() or 1) if args.workers is None else args.workers, len(models) - len(kept))
     executor = ProcessPoolExecutor(workers, mp_context=fork_server.context()) if workers > 1 else None
@@ -233,9 +230,8 @@ def _validate(args, measurements) -> int:
         if executor is not None:  # its processes ignore Ctrl-C (see fork_server): the fits in flight end now
             for process in list(executor._processes.values()):  # Python 3.14 names this kill_workers()
                 process.kill()
-        print(f"{PROGRAM}: interrupted; {len(kept) + len(fitted)} of {len(models)} held-out tables are in "
-              f"{out.held_out}: the same command fits only the other {len(models) - len(kept) - len(fitted)}",
-              file=sys.stderr)
+        say(f"interrupted; {len(kept) + len(fitted)} of {len(models)} held-out tables are in "
+            f"{out.held_out}: the same command fits only the other {len(models) - len(kept) - len(fitted)}")
         return 130
     finally:
         if executor is not None:
@@ -244,8 +240,7 @@ def _validate(args, measurements) -> int:
     summary = validation.summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
     levels = {table.intervals.level for table in tables.values() if table.intervals}
-    print(f"{PROGRAM}: {coverage.interval_line(validation.strategy_programs(programs), max(levels, default=None))}",
-          file=sys.stderr)
-    print(f"{PROGRAM}: {len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
-          f"every program's prediction in {out.validation}", file=sys.stderr)
+    say(coverage.interval_line(validation.strategy_programs(programs), max(levels, default=None)))
+    say(f"{len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
+        f"every program's prediction in {out.validation}")
     return 0

@@ -1,10 +1,9 @@
 """The commands that look inside a strategy's result or a device's costs: explain, profile, costs,
 coverage and preferences."""
 
-import sys
 from pathlib import Path
 
-from harness.commands import PROGRAM
+from harness.commands import say
 from harness.commands.sweeps import start_local_workers, sweep
 from harness.errors import UsageError
 
@@ -16,13 +15,13 @@ def explain(args) -> int:
 
     models.resolve_models(args.model)
     strategies.resolve_strategies(",".join([args.strategy] + ([args.vs] if args.vs else [])))
-    print(f"{PROGRAM}: lowering {args.model}", file=sys.stderr)
+    say(f"lowering {args.model}")
     result, lowered = explain(args.model, args.strategy, args.vs)
     if args.graph:
         from harness.inspection.graph_view import write
 
         path = write(lowered[0], f"{args.model} / {args.strategy}", args.graph)
-        print(f"{PROGRAM}: graph written to {path}", file=sys.stderr)
+        say(f"graph written to {path}")
     print(render_explanation(result, args.format))
     return 0
 
@@ -36,7 +35,7 @@ def costs(args) -> int:
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
     if args.out:
-        print(f"{PROGRAM}: cost table written to {write(table, args.out)}", file=sys.stderr)
+        say(f"cost table written to {write(table, args.out)}")
     if args.format == "table":
         print(table.to_string(index=False, float_format=format_number))
     else:
@@ -57,7 +56,7 @@ def profile(args) -> int:
     records = recorded_runs(args.out, model, names) if args.recorded else sweep(args, [model], names, ["vulkan-run"])
     result, frames = profile_runs(args.out, model, names, records, args.top)
     path = chart(frames, f"{model}: GPU time per operator", args.chart or ResultsDir(args.out).profile_chart(model, names))
-    print(f"{PROGRAM}: chart written to {path}", file=sys.stderr)
+    say(f"chart written to {path}")
     print(render_profile(result, args.format))
     return 0
 
@@ -96,8 +95,7 @@ def coverage(args) -> int:
     result.to_csv(out, index=False)
     print(render(result))
     left = f"; {len(left_out)} left out, no cached lowering prefix: {', '.join(left_out)}" if left_out else ""
-    print(f"{PROGRAM}: {nodes['model'].nunique()} of {len(chosen)} models priced{left}; table written to {out}",
-          file=sys.stderr)
+    say(f"{nodes['model'].nunique()} of {len(chosen)} models priced{left}; table written to {out}")
     return 0
 
 

@@ -1,10 +1,9 @@
 """What the command line shows besides its result: a sweep's progress on stderr, and
 records on stdout as a table, JSON or CSV."""
 
-import sys
 import threading
 
-from harness.commands import PROGRAM
+from harness.commands import say
 from harness.sweep.fork_server import FORK_LOCK
 from layoutkit import strict_json
 
@@ -61,8 +60,7 @@ class SweepProgress:
             if self._lines and record is not None:
                 task = self._progress.tasks[0]
                 what = f"{record['model']} / {record['strategy'] or record['target']}"
-                print(f"{PROGRAM}: [{task.completed:.0f}/{task.total:.0f} {task.elapsed:.0f} s] {what}: "
-                      f"{record['status']}", file=sys.stderr, flush=True)
+                say(f"[{task.completed:.0f}/{task.total:.0f} {task.elapsed:.0f} s] {what}: {record['status']}")
 
 
 def _chosen_columns(columns: str | None) -> str | list[str] | None:

@@ -1,9 +1,8 @@
 """The commands that sweep or judge a sweep: run, compare and gate (calibrate's own: fitting.py)."""
 
-import sys
 from pathlib import Path
 
-from harness.commands import PROGRAM
+from harness.commands import say
 from harness.commands.output import SweepProgress, check_columns, render_records
 
 
@@ -17,17 +16,17 @@ def gate(args) -> int:
         changed = verdicts[(verdicts["verdict"] != "ok") | (verdicts["delta"].fillna(0) != 0)]
         shown = changed.set_index(["model", "strategy", "target", "metric"]).dropna(axis=1, how="all")
         print(shown.to_string(float_format=format_number, na_rep="-") if len(shown) else "(no metric changed)")
-        print(f"{PROGRAM}: {len(verdicts) - len(changed)} gated metrics unchanged", file=sys.stderr)
+        say(f"{len(verdicts) - len(changed)} gated metrics unchanged")
     else:
         print(verdicts.to_json(orient="records", indent=1) if args.format == "json" else verdicts.to_csv(index=False))
     uncompared = verdicts[verdicts["verdict"] == "uncompared"]
     for row in uncompared.itertuples():
-        print(f"{PROGRAM}: not compared: {row.model} / {row.strategy} / {row.target}: {row.note}", file=sys.stderr)
+        say(f"not compared: {row.model} / {row.strategy} / {row.target}: {row.note}")
     for row in failing.itertuples():
         what = row.note if row.verdict == "missing" else (
             f"{row.metric} {format_number(row.baseline)} -> {format_number(row.candidate)} (threshold {row.threshold})"
             + (f"; {row.note}" if isinstance(row.note, str) else ""))
-        print(f"{PROGRAM}: {row.verdict}: {row.model} / {row.strategy} / {row.target}: {what}", file=sys.stderr)
+        say(f"{row.verdict}: {row.model} / {row.strategy} / {row.target}: {what}")
     verdict = f"gate failed: {len(failing)} regressions" if len(failing) else "gate passed"
     judged = [f"{args.candidate} vs {args.baseline}"]
     if len(uncompared):
@@ -36,7 +35,7 @@ def gate(args) -> int:
     if across:
         judged.append(f"{across} values measured on different devices, precisions or cost tables, compared by "
                       f"{ALLOW_INCOMPARABLE}")
-    print(f"{PROGRAM}: {verdict} ({'; '.join(judged)})", file=sys.stderr)
+    say(f"{verdict} ({'; '.join(judged)})")
     return 1 if len(failing) else 0
 
 
@@ -67,12 +66,12 @@ def sweep(args, model_names: list[str], strategy_names: list[str], targets: list
             place = (record["model"], record["target"], record["reason"])
             reasons.setdefault(place, []).append(record["strategy"] or record["target"])
     for (model, _, reason), which in reasons.items():
-        print(f"{PROGRAM}: {model} / {', '.join(which)}: {reason}", file=sys.stderr)
+        say(f"{model} / {', '.join(which)}: {reason}")
     for reason in sorted({r["reason"] for r in records if r["status"] == "skipped"}):
-        print(f"{PROGRAM}: skipped: {reason}", file=sys.stderr)
+        say(f"skipped: {reason}")
     unrun = f", {len(done.skipped)} skipped before measuring" if done.skipped else ""
-    print(f"{PROGRAM}: {len(records)} records in {store.path}: {len(done.measured)} measured, {len(done.reused)} "
-          f"reused (same identity: model, strategy and harness code, tool versions){unrun}", file=sys.stderr)
+    say(f"{len(records)} records in {store.path}: {len(done.measured)} measured, {len(done.reused)} "
+        f"reused (same identity: model, strategy and harness code, tool versions){unrun}")
     return records
 
 

@@ -1,10 +1,9 @@
 """The upkeep commands: list, report, cache, runtime, serve, dashboard, pack and import-remote."""
 
-import sys
 import time
 
 from harness.cache import ENTRY_KINDS
-from harness.commands import PROGRAM
+from harness.commands import PROGRAM, say
 from harness.commands.output import render_records
 from layoutkit import strict_json
 
@@ -18,7 +17,7 @@ def pack(args) -> int:
     count = (packing.pack_bundle(args.results, args.out, args.runner) if args.bundle
              else packing.pack(args.results, args.out))
     what = "a bundle for run.sh" if args.bundle else "a tar for remote_runner.py"
-    print(f"{PROGRAM}: {count} programs, without their weights, packed into {args.out}, {what}", file=sys.stderr)
+    say(f"{count} programs, without their weights, packed into {args.out}, {what}")
     print(args.out)
     return 0
 
@@ -31,9 +30,8 @@ def import_remote(args) -> int:
     print(render_records(records, args.format, args.columns))
     failed = [r for r in records if r["status"] == "failed"]
     for record in failed:
-        print(f"{PROGRAM}: {record['model']} / {record['strategy']}: {record['reason']}", file=sys.stderr)
-    print(f"{PROGRAM}: {len(records)} records of {records[0]['environment']['vulkan_device']} in {args.out}",
-          file=sys.stderr)
+        say(f"{record['model']} / {record['strategy']}: {record['reason']}")
+    say(f"{len(records)} records of {records[0]['environment']['vulkan_device']} in {args.out}")
     return 1 if failed else 0
 
 
@@ -41,7 +39,7 @@ def report(args) -> int:
     from harness.results.report import write_report
 
     html = write_report(args.results, args.out)
-    print(f"{PROGRAM}: report written to {html} (Markdown: {html.with_suffix('.md')})", file=sys.stderr)
+    say(f"report written to {html} (Markdown: {html.with_suffix('.md')})")
     print(html)
     return 0
 
@@ -50,7 +48,7 @@ def dashboard(args) -> int:
     from harness.results.dashboard import vendor
 
     count = vendor(args.html)
-    print(f"{PROGRAM}: {count} CDN references in {args.html} now point at local copies", file=sys.stderr)
+    say(f"{count} CDN references in {args.html} now point at local copies")
     return 0
 
 
@@ -71,15 +69,15 @@ def cache(args) -> int:
             raise UsageError(f"unknown cache kind {', '.join(unknown)}; known: {', '.join(KINDS)}")
         if args.unused_for is None:
             clear(args.clear or list(KINDS))
-            print(f"{PROGRAM}: cleared {', '.join(args.clear or KINDS)} in {cache_root()}", file=sys.stderr)
+            say(f"cleared {', '.join(args.clear or KINDS)} in {cache_root()}")
         else:
             tools = sorted(set(args.clear) - set(ENTRY_KINDS))
             if tools:
                 raise UsageError(f"{', '.join(tools)}: tools, not entries; clear them whole, without --unused-for")
             kinds = args.clear or list(ENTRY_KINDS)
             removed, size = prune(kinds, args.unused_for)
-            print(f"{PROGRAM}: removed {removed} entries ({format_value('pte_bytes', size)}) unused for "
-                  f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}", file=sys.stderr)
+            say(f"removed {removed} entries ({format_value('pte_bytes', size)}) unused for "
+                f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}")
     rows = usage()
     if args.format == "json":
         print(strict_json.dumps({"root": str(cache_root()), "max_size": limit, "kinds": rows}, indent=1))
@@ -136,20 +134,20 @@ def serve(args) -> int:
         if args.stop or args.status:
             answer = client.stop() if args.stop else client.status()
             if answer is None:
-                print(f"{PROGRAM}: no warm server for this code and cache ({socket_path})", file=sys.stderr)
+                say(f"no warm server for this code and cache ({socket_path})")
                 return 1
-            print(f"{PROGRAM}: warm server stops once its {answer['stopping']} running commands end" if args.stop
-                  else f"{PROGRAM}: {_describe_server(answer)}", file=sys.stderr)
+            say(f"warm server stops once its {answer['stopping']} running commands end" if args.stop
+                else _describe_server(answer))
             return 0
         answer = client.status()
         if answer is None:
-            print(f"{PROGRAM}: starting a warm server: it imports torch, ExecuTorch and the other libraries once "
-                  f"(log: {log})", file=sys.stderr)
+            say(f"starting a warm server: it imports torch, ExecuTorch and the other libraries once "
+                f"(log: {log})")
             answer = client.start(args.environment, args.idle_minutes)
     except (client.Declined, RuntimeError) as problem:  # a socket not the user's, a server that did not start
         raise UsageError(str(problem)) from None
-    print(f"{PROGRAM}: {_describe_server(answer)}; commands run through it (LAYOUTBENCH_NO_SERVER=1 or "
-          f"--verbose: without it; `{PROGRAM} serve --stop` ends it)", file=sys.stderr)
+    say(f"{_describe_server(answer)}; commands run through it (LAYOUTBENCH_NO_SERVER=1 or "
+        f"--verbose: without it; `{PROGRAM} serve --stop` ends it)")
     return 0
 
 

@@ -96,11 +96,8 @@ def node_representations(lowered: LoweredProgram) -> pd.Series:
     reprs = {}
     for index, partition in enumerate(lowered.partitions):
         for node in partition.program.graph.nodes:
-            if is_transition(node, partition.prefix_node_names):
-                continue
-            if not vk_utils.has_node_spec_attr(node, "etvk_node_repr"):
-                continue
-            if vk_utils.get_node_repr(node) is None:
+            if (is_transition(node, partition.prefix_node_names)
+                    or not vk_utils.has_node_spec_attr(node, "etvk_node_repr") or vk_utils.get_node_repr(node) is None):
                 continue
             reprs[(index, node.name)] = ", ".join(repr_name(r) for r in node_reprs(node) if r is not None)
     return pd.Series(reprs, name="representation", dtype=object)
@@ -146,10 +143,8 @@ def render_explanation(result: dict, output_format: str) -> str:
         return tables_json(result)
     table = result["transitions"]
     lines = [
-        f"{result['model']} / {result['strategy']}: {len(table)} transitions "
-        f"({int(table['forced'].sum())} forced by the reader's registration, the rest follow the strategy's "
-        "own choices), "
-        f"{int(table['bytes'].sum())} bytes",
+        f"{result['model']} / {result['strategy']}: {len(table)} transitions ({int(table['forced'].sum())} forced "
+        f"by the reader's registration, the rest follow the strategy's own choices), {int(table['bytes'].sum())} bytes",
         table.drop(columns=["partition"]).to_string(index=False) if len(table) else "(none)",
     ]
     if "vs" in result:

@@ -26,15 +26,12 @@ def _package_version(name: str) -> str | None:
 @functools.cache
 def harness_commit() -> str:
     """The layoutbench git commit, with ``+dirty`` when the tree has uncommitted changes."""
+    def git(*arguments: str) -> str:
+        return subprocess.run(["git", *arguments], cwd=REPO_ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
-        ).stdout.strip()
+        commit, dirty = git("rev-parse", "--short=12", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return f"v{_package_version('layoutbench') or 'unknown'}"
     return f"{commit}+dirty" if dirty else commit
@@ -135,8 +132,5 @@ def tool_versions(distributions) -> dict:
 
 def file_digest(path) -> str:
     """A digest of a binary (a runtime), for identities."""
-    digest = hashlib.sha256()
     with open(path, "rb") as binary:
-        for block in iter(lambda: binary.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+        return hashlib.file_digest(binary, "sha256").hexdigest()[:16]

@@ -27,6 +27,7 @@ from harness.results.report_blocks import (
     SORT_SCRIPT, STYLE, Chart, Heading, Links, Note, Table, html_block, markdown_block)
 from harness.results.schema import METRICS, Metric
 from layoutkit.errors import UsageError, write_error
+from layoutkit.files import write_whole
 from layoutkit.reference_strategies import BASELINE_STRATEGY, OPTIMUM_STRATEGY
 
 ENVIRONMENT = ("layoutbench_commit", "torch_version", "executorch_version", "timm_version",
@@ -223,18 +224,7 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
         for stale in (path for path in charts_dir.iterdir() if path.suffix in (".svg", ".png")):  # an earlier report's
             stale.unlink()
         for path, content in files.items():
-            _write_whole(path, content)
+            write_whole(path, content)
     except OSError as error:
         raise write_error(f"the report {html_path}", error, "--out") from None
     return html_path
-
-
-def _write_whole(path: Path, content: bytes) -> None:
-    """``content`` into ``path`` whole or not at all: a write that fails (a full disk) leaves
-    what was there before, never a report cut short."""
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        partial.write_bytes(content)
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)

@@ -266,11 +266,9 @@ class WarmServer:
         os.close(command.pidfd)
         if not command.ended_by_client:
             self.selector.unregister(command.connection)
-            try:
+            with contextlib.suppress(OSError):
                 command.connection.setblocking(True)
                 command.connection.sendall(encode({"exit": os.waitstatus_to_exitcode(status)}))
-            except OSError:
-                pass
         del self.commands[command.connection.fileno()]
         command.connection.close()
         self.last_active = time.monotonic()

@@ -10,11 +10,11 @@ import io
 import tempfile
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import torch
 
-from harness.targets.arm.tosa import ArmToolError, require_arm_packages, substituted, tosa_statistics
-from harness.targets.edge_programs import cpu_ops
+from harness.targets.arm.tosa import ArmToolError, lowering_fields, require_arm_packages
 
 
 def quantize_int8(exported, quantizer) -> torch.export.ExportedProgram:
@@ -36,17 +36,16 @@ def _vela_per_partition(root: Path, tosa_flatbuffers: list, vela_output: io.Stri
     its console report to ``vela_output``; the INT8 TOSA graphs handed to Vela are kept."""
     from executorch.backends.arm.ethosu import backend
 
-    def per_partition(real_compile):
-        def compile_partition(flatbuffer, args, verbose=False, intermediate_path=None, block_placements=None):
-            directory = root / f"partition_{len(tosa_flatbuffers)}"
-            directory.mkdir(parents=True)
-            tosa_flatbuffers.append(flatbuffer)
-            with contextlib.redirect_stdout(vela_output):
-                return real_compile(flatbuffer, list(args), False, str(directory), block_placements)
+    real_compile = backend.vela_compile
 
-        return compile_partition
+    def compile_partition(flatbuffer, args, verbose=False, intermediate_path=None, block_placements=None):
+        directory = root / f"partition_{len(tosa_flatbuffers)}"
+        directory.mkdir(parents=True)
+        tosa_flatbuffers.append(flatbuffer)
+        with contextlib.redirect_stdout(vela_output):
+            return real_compile(flatbuffer, list(args), False, str(directory), block_placements)
 
-    with substituted(backend, "vela_compile", per_partition):
+    with patch.object(backend, "vela_compile", compile_partition):
         yield
 
 
@@ -102,10 +101,4 @@ def measure_ethos_u(exported, target: str) -> dict:
         except Exception as error:
             raise _vela_failure(error, report.getvalue()) from error
         estimates = vela_estimates(sorted(Path(workdir).glob("partition_*")))
-    return {
-        "lowering_seconds": time.perf_counter() - start,
-        "partitions": len(flatbuffers),
-        "ops_outside_delegate": len(cpu_ops(edge_manager)),
-        **tosa_statistics(flatbuffers),
-        **estimates,
-    }
+    return {**lowering_fields(start, edge_manager, len(flatbuffers), flatbuffers), **estimates}

@@ -17,7 +17,6 @@ The Arm packages (ExecuTorch's Arm backend, tosa-tools, Vela) are imported insid
 functions, so the rest of the harness works where they are not installed.
 """
 
-import contextlib
 import copy
 import math
 import time
@@ -52,17 +51,6 @@ def require_arm_packages() -> None:
         raise TargetUnavailableError(MISSING_PACKAGES) from None
 
 
-@contextlib.contextmanager
-def substituted(module, name: str, make_replacement):
-    """While active, ``module.name`` is ``make_replacement(original)``."""
-    original = getattr(module, name)
-    setattr(module, name, make_replacement(original))
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
-
-
 def model_eager_outputs(exported) -> list[torch.Tensor]:
     return eager_outputs(exported.module(), exported.example_inputs[0])
 
@@ -71,12 +59,18 @@ def numpy_inputs(exported) -> list[np.ndarray]:
     return [np.ascontiguousarray(t.detach().numpy()) for t in exported.example_inputs[0]]
 
 
-def single_program(flatbuffers: list, cpu_ops: int) -> bool:
-    """Whether the delegate is the whole model, so it can run on the model's inputs alone."""
-    return len(flatbuffers) == 1 and cpu_ops == 0
+def lowering_fields(start: float, edge_manager, partitions: int, flatbuffers: list[bytes]) -> dict:
+    """What every Arm flow records of a lowering begun at ``start`` (``time.perf_counter``)."""
+    return {"lowering_seconds": time.perf_counter() - start, "partitions": partitions,
+            "ops_outside_delegate": len(cpu_ops(edge_manager)), **tosa_statistics(flatbuffers)}
 
 
-NOT_WHOLE_MODEL = "not run: the model is not one partition without CPU ops"
+def with_whole_model_run(fields: dict, payloads: list[bytes], run) -> dict:
+    """``fields`` and ``run(payload)``'s where the delegate is the whole model, so it can run on
+    the model's inputs alone."""
+    if len(payloads) == 1 and fields["ops_outside_delegate"] == 0:
+        return {**fields, **run(payloads[0])}
+    return {**fields, "run_note": "not run: the model is not one partition without CPU ops"}
 
 
 def _names(enum_class) -> dict[int, str]:
@@ -148,14 +142,5 @@ def measure_tosa(exported) -> dict:
     require_arm_packages()
     start = time.perf_counter()
     edge_manager, flatbuffers = lower_tosa(exported)
-    fields = {
-        "lowering_seconds": time.perf_counter() - start,
-        "partitions": len(flatbuffers),
-        "ops_outside_delegate": len(cpu_ops(edge_manager)),
-        **tosa_statistics(flatbuffers),
-    }
-    if single_program(flatbuffers, fields["ops_outside_delegate"]):
-        fields.update(reference_run(flatbuffers[0], exported))
-    else:
-        fields["run_note"] = NOT_WHOLE_MODEL
-    return fields
+    fields = lowering_fields(start, edge_manager, len(flatbuffers), flatbuffers)
+    return with_whole_model_run(fields, flatbuffers, lambda flatbuffer: reference_run(flatbuffer, exported))

@@ -10,22 +10,21 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 
 from harness.targets.arm.tosa import (
-    NOT_WHOLE_MODEL,
     TOSA_FP,
     ArmToolError,
     compare_with_eager,
+    lowering_fields,
     model_eager_outputs,
     numpy_inputs,
     require_arm_packages,
-    single_program,
-    substituted,
-    tosa_statistics,
+    with_whole_model_run,
 )
-from harness.targets.edge_programs import cpu_ops, delegate_payloads
+from harness.targets.edge_programs import delegate_payloads
 
 
 def lower_vgf(exported, model_converter: Path):
@@ -36,17 +35,15 @@ def lower_vgf(exported, model_converter: Path):
     from executorch.exir import to_edge_transform_and_lower
 
     flatbuffers: list[bytes] = []
+    real_compile = backend.vgf_compile
 
-    def keeping_tosa(real_compile):
-        def compile_partition(tosa_flatbuffer, *args, **kwargs):
-            flatbuffers.append(tosa_flatbuffer)
-            return real_compile(tosa_flatbuffer, *args, **kwargs)
-
-        return compile_partition
+    def compile_keeping_tosa(tosa_flatbuffer, *args, **kwargs):
+        flatbuffers.append(tosa_flatbuffer)
+        return real_compile(tosa_flatbuffer, *args, **kwargs)
 
     # vgf_compile looks for the converter through $MODEL_CONVERTER_PATH, else on PATH: this one is handed to it.
-    with (substituted(backend, "vgf_compile", keeping_tosa),
-          substituted(backend, "require_model_converter_executable", lambda _: lambda: model_converter)):
+    with (patch.object(backend, "vgf_compile", compile_keeping_tosa),
+          patch.object(backend, "require_model_converter_executable", lambda: model_converter)):
         edge_manager = to_edge_transform_and_lower(
             copy.deepcopy(exported), partitioner=[VgfPartitioner(VgfCompileSpec(TOSA_FP))]
         )
@@ -116,15 +113,7 @@ def measure_vgf(exported, driver: Path) -> dict:
     vgf_tools = tools(driver)
     start = time.perf_counter()
     edge_manager, payloads, flatbuffers = lower_vgf(exported, vgf_tools.model_converter)
-    fields = {
-        "lowering_seconds": time.perf_counter() - start,
-        "partitions": len(payloads),
-        "ops_outside_delegate": len(cpu_ops(edge_manager)),
-        **tosa_statistics(flatbuffers),
-    }
-    if single_program(payloads, fields["ops_outside_delegate"]):
-        with tempfile.TemporaryDirectory() as workdir:
-            fields.update(run_vgf(payloads[0], exported, vgf_tools, Path(workdir)))
-    else:
-        fields["run_note"] = NOT_WHOLE_MODEL
-    return fields
+    fields = lowering_fields(start, edge_manager, len(payloads), flatbuffers)
+    with tempfile.TemporaryDirectory() as workdir:
+        return with_whole_model_run(fields, payloads, lambda payload: run_vgf(payload, exported, vgf_tools,
+                                                                               Path(workdir)))

@@ -25,6 +25,7 @@ import functools
 import hashlib
 import time
 from dataclasses import dataclass
+from unittest.mock import patch
 
 import executorch.backends.vulkan.vulkan_preprocess as vulkan_preprocess
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
@@ -161,21 +162,9 @@ class _PreprocessRun:
         self.builder = _REAL_GRAPH_BUILDER(*args, **kwargs)
         return self.builder
 
-    @contextlib.contextmanager
     def installed(self):
-        names = {
-            "TagMemoryMetaPass": self._make_layout_pass,
-            "apply_passes": self._apply_passes,
-            "VkGraphBuilder": self._make_builder,
-        }
-        saved = {name: getattr(vulkan_preprocess, name) for name in names}
-        for name, value in names.items():
-            setattr(vulkan_preprocess, name, value)
-        try:
-            yield self
-        finally:
-            for name, value in saved.items():
-                setattr(vulkan_preprocess, name, value)
+        return patch.multiple(vulkan_preprocess, TagMemoryMetaPass=self._make_layout_pass,
+                              apply_passes=self._apply_passes, VkGraphBuilder=self._make_builder)
 
 
 _REAL_PREPROCESS = vulkan_preprocess.VulkanBackend.preprocess.__func__
@@ -203,11 +192,8 @@ def _recording_preprocess(layout_pass_cls: type, costs: CostTable | None, prefix
         )
         return result
 
-    backend.preprocess = classmethod(recording)
-    try:
+    with patch.object(backend, "preprocess", classmethod(recording)):
         yield
-    finally:
-        backend.preprocess = classmethod(_REAL_PREPROCESS)
 
 
 @functools.cache
@@ -222,15 +208,11 @@ def _pattern_graphs_built_once():
     exports and converts to edge two rotary-embedding modules: 8 of a small graph's 11 s of
     lowering. They depend on nothing of the model (fixed shapes, random values that no match
     reads), so reusing them changes no byte of any program."""
-    originals = {name: entry.get_graphs_fn for name, entry in fusable_patterns.items()}
-    for entry in fusable_patterns.values():
-        if entry.get_graphs_fn is not None:
-            entry.get_graphs_fn = _built_once(entry.get_graphs_fn)
-    try:
+    with contextlib.ExitStack() as substitutions:
+        for entry in fusable_patterns.values():
+            if entry.get_graphs_fn is not None:
+                substitutions.enter_context(patch.object(entry, "get_graphs_fn", _built_once(entry.get_graphs_fn)))
         yield
-    finally:
-        for name, get_graphs in originals.items():
-            fusable_patterns[name].get_graphs_fn = get_graphs
 
 
 @dataclass

@@ -65,11 +65,8 @@ def digest(parts) -> str:
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as binary:
-        for block in iter(lambda: binary.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(binary, "sha256").hexdigest()
 
 
 def _git(source: Path, *arguments: str) -> subprocess.CompletedProcess:
