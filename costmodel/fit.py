@@ -22,7 +22,7 @@ import pandas as pd
 
 from costmodel.features import GraphLoad, node_features
 from costmodel.gradient_boosted import GradientBoostedModel
-from costmodel.intervals import Intervals
+from costmodel.intervals import Bounds, Intervals
 from costmodel.kernel_families import kernel_family
 from costmodel.measurements import Measurements
 from costmodel.queries import Query, graph_loads, node_queries
@@ -171,10 +171,11 @@ def _corpus(measurements: Measurements, models: list[str], table: CostTable) -> 
 SHRINKS = (1.0, 5.0, 20.0, 80.0)
 
 
-def _left_out_errors(ratios: Measurements, prior: CostTable, shrink: float) -> tuple[float, list[pd.DataFrame]]:
+def _left_out_errors(ratios: Measurements, prior: CostTable, shrink: float) -> tuple[float, list, list]:
     """Each model's nodes priced by offsets fitted without it: the median |error| of its
-    programs' summed time over all models' programs, and its errors per operator."""
-    programs, operators = [], []
+    programs' summed time over all models' programs, its errors per operator, and its programs'
+    residuals (log measured / predicted)."""
+    programs, operators, residuals = [], [], []
     for _, kept, left in ratios.left_out():
         left = left.nodes
         predicted = left["prior_ms"].to_numpy() * np.exp2(
@@ -182,7 +183,8 @@ def _left_out_errors(ratios: Measurements, prior: CostTable, shrink: float) -> t
         summed = left.assign(predicted=predicted).groupby("strategy")[["predicted", "ms"]].sum()
         programs.append((summed["predicted"] / summed["ms"] - 1).abs())
         operators.append(operator_errors(left, predicted))
-    return float(pd.concat(programs).median()), operators
+        residuals += np.log(summed["ms"] / summed["predicted"]).tolist()
+    return float(pd.concat(programs).median()), operators, residuals
 
 
 def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFrame | None = None) -> CostTable:
@@ -190,19 +192,24 @@ def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
     ``ratios``: :func:`prior_ratios` of them, or of measurements they are part of, where the
     caller has them). How far a group's ratio is pulled towards its parent's is chosen from
     :data:`SHRINKS` by leaving each model out (its programs' median |error|); so is the expected
-    error per operator, at :data:`ERROR_QUANTILE` over models. With one model: the middle
-    shrink and the prior's errors."""
+    error per operator, at :data:`ERROR_QUANTILE` over models, and the interval of a program
+    inside the support (the prior's: its nodes are priced by the prior's fit). With one model:
+    the middle shrink and the prior's errors and intervals."""
     ratios = replace(measurements, nodes=prior_ratios(prior, measurements) if ratios is None
                      else ratios.loc[measurements.nodes.index])
     models = sorted(ratios.nodes["model"].unique())
-    shrink, expected = SHRINKS[len(SHRINKS) // 2], dict(prior.errors)
+    shrink, expected, intervals = SHRINKS[len(SHRINKS) // 2], dict(prior.errors), prior.intervals
     if len(models) > 1:
         tried = {candidate: _left_out_errors(ratios, prior, candidate) for candidate in SHRINKS}
         shrink = min(SHRINKS, key=lambda candidate: tried[candidate][0])
         expected.update(_expected_errors(tried[shrink][1]))
+        if intervals is not None:
+            intervals = replace(intervals, program=Bounds.conformal(tried[shrink][2], intervals.level),
+                                held_out={**intervals.held_out, "programs": len(tried[shrink][2])})
     table = CostTable(measurements.device, TransferredModel.fit(ratios.nodes, prior=prior, shrink=shrink),
                       measured_prices(measurements.nodes), expected, probes=prior.probes,
-                      spread=program_spread(measurements.programs) or prior.spread, limits=measurements.limits)
+                      spread=program_spread(measurements.programs) or prior.spread, limits=measurements.limits,
+                      support=prior.support, intervals=intervals)
     table.corpus = {**_corpus(measurements, models, table), "prior": prior.name, "shrink": shrink}
     return table.identified()
 

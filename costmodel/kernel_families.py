@@ -212,15 +212,15 @@ def kernel_family(signature: dict, input_repr: str | None, output_repr: str | No
     reading its primary input in ``input_repr`` and writing ``output_repr`` (``TEXTURE_3D/CHANNELS_PACKED``)."""
     operator, args, outputs = signature["operator"], signature["args"], signature["outputs"]
     name = operator_short_name(operator)
-    if operator in _CONVOLUTIONS:
+    if operator in _CONVOLUTIONS and len(args) > 8:  # a signature that names fewer is its operator's alone
         return _convolution(args, input_repr)
-    if operator in _PRODUCTS:
+    if operator in _PRODUCTS and len(args) > (2 if operator == "aten.addmm.default" else 1):
         return _product(operator, args, outputs, output_repr)
     if name in (*_REDUCTIONS, "_softmax", "_log_softmax", "native_layer_norm") and len(args) > 1:
         return _along(name.lstrip("_"), args, input_repr)
     if operator == "aten.clone.default":
         return _clone(signature, input_repr, output_repr)
-    if operator == "et_vk.q8ta_conv2d.default":
+    if operator == "et_vk.q8ta_conv2d.default" and len(args) > 13:
         return _int8_convolution(args, outputs)
     return name
 

@@ -29,7 +29,6 @@ import pandas as pd
 
 from costmodel.features import node_features
 from costmodel.kernel_families import kernel_family
-from costmodel.queries import pair_name, transition_signature
 from costmodel.table import CostTable
 from harness.errors import UsageError
 
@@ -53,19 +52,13 @@ def priced_nodes(lowered, table: CostTable) -> list[dict]:
     """Every operator node and transition of a lowered program, as the strategy left it, with its
     signature, representations and price (ms) under ``table``."""
     from harness.targets.vulkan.compile.metrics import assignments
-    from strategies.layout_problem import needed_transitions
 
     rows = []
-    for problem, tensor_reprs, use_reprs in assignments(lowered):
-        for op, primary, output in problem.operator_reprs(tensor_reprs, use_reprs):
-            rows.append({"signature": problem.operators[op].signature, "input": primary and pair_name(primary),
-                         "output": pair_name(output), "transition": False,
-                         "ms": problem.node_price(table, op, primary, output).ms})
-        for source, target in needed_transitions(problem, tensor_reprs, use_reprs):
-            tensor = problem.tensors[source]
-            rows.append({"signature": transition_signature(tensor.shape, tensor.dtype),
-                         "input": pair_name(tensor_reprs[source]), "output": pair_name(target), "transition": True,
-                         "ms": problem.transition_price(table, source, tensor_reprs[source], target).ms})
+    for assignment in assignments(lowered):
+        queries = assignment.problem.queries(list(assignment.operator_reprs()), assignment.clones)
+        rows += [{"signature": query.signature, "input": query.input or None, "output": query.output,
+                  "transition": query.transition, "ms": price.ms}
+                 for query, (*_, price) in zip(queries, assignment.priced(table))]
     return rows
 
 
