@@ -96,6 +96,17 @@ def register_family(prefix: str, check: Callable[[str], None] | None = None,
     return decorate
 
 
+def register_seeded_family(prefix: str, spec: Callable[[int], "ModelSpec"]) -> None:
+    """Register ``<prefix>:<seed>``: the model ``spec(seed)`` builds, for a seed of digits."""
+
+    def seed(argument: str) -> int:
+        if not argument.isdigit():
+            raise UnknownNameError(f"{prefix} model", f"{prefix}:{argument}", [f"{prefix}:<seed>"])
+        return int(argument)
+
+    register_family(prefix, check=seed)(lambda argument: spec(seed(argument)))
+
+
 def _load_built_ins() -> None:
     """Every public module of this package registers its models when the registry is first
     asked; then the quick zoo is complete, and the quick-int8 zoo is its models quantized."""

@@ -19,8 +19,7 @@ import random
 import torch
 from torch import nn
 
-from layoutkit.errors import UnknownNameError
-from models._registry import ModelSpec, register_family
+from models._registry import ModelSpec, register_seeded_family
 
 MIN_CHANNELS, MAX_CHANNELS = 32, 1152  # the catalog's grouped convolutions' widths
 
@@ -63,12 +62,4 @@ def convs_spec(seed: int) -> ModelSpec:
     return ModelSpec(f"convs:{seed}", module, (example,))
 
 
-def _seed(argument: str) -> int:
-    if not argument.isdigit():
-        raise UnknownNameError("convs model", f"convs:{argument}", ["convs:<seed>"])
-    return int(argument)
-
-
-@register_family("convs", check=_seed)
-def any_convs(argument: str) -> ModelSpec:
-    return convs_spec(_seed(argument))
+register_seeded_family("convs", convs_spec)

@@ -18,8 +18,7 @@ import random
 import torch
 from torch import nn
 
-from layoutkit.errors import UnknownNameError
-from models._registry import ModelSpec, register_family
+from models._registry import ModelSpec, register_seeded_family
 
 MAX_TOKENS = 4096
 MAX_SCORES = 1 << 26  # elements of the attention's scores (heads x tokens x tokens): a GPU buffer's limit
@@ -85,12 +84,4 @@ def kernels_spec(seed: int) -> ModelSpec:
     return ModelSpec(f"kernels:{seed}", module, (example,))
 
 
-def _seed(argument: str) -> int:
-    if not argument.isdigit():
-        raise UnknownNameError("kernels model", f"kernels:{argument}", ["kernels:<seed>"])
-    return int(argument)
-
-
-@register_family("kernels", check=_seed)
-def any_kernels(argument: str) -> ModelSpec:
-    return kernels_spec(_seed(argument))
+register_seeded_family("kernels", kernels_spec)
