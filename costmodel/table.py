@@ -39,7 +39,9 @@ from layoutkit.errors import UsageError
 from layoutkit.files import write_whole
 
 COSTS_ENV = "LAYOUTBENCH_COSTS"  # the command line's default for --costs, read there once
-FORMAT = "layoutbench-costs-5"  # 3: fits price a node by its graph's weights too; 4: int8 nodes only; 5: its load, a spread
+# 3: fits price a node by its graph's weights too; 4: int8 nodes only; 5: its load, a spread; 6: a node's kernel
+# family in its fit's categories, a support and intervals
+FORMAT = "layoutbench-costs-6"
 NO_TABLE = (f"no GPU cost table: pass --costs FILE (or set {COSTS_ENV}) to a table written by "
             "`layoutbench calibrate` (docs/cost-table/h100.json is an H100's)")
 # Where the table has no error of its own for an operator (one it never measured): a guess
