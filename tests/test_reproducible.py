@@ -73,13 +73,13 @@ class _SquareRoots:
 
 
 def priced_clones() -> list[str]:
-    """Of :func:`_clones`' assignment: its predicted time, the error expected of it and its cost
-    to a time objective anchored on it, in hexadecimal (every bit)."""
+    """Of :func:`_clones`' assignment: its predicted time, the part of it measured on its nodes
+    and its cost to a time objective anchored on it, in hexadecimal (every bit)."""
     table = CostTable("gpu", _SquareRoots(), errors={TRANSITION: 0.1})
     assignment = _clones()
     prediction = assignment.prediction(table)
     cost = PredictedTime(assignment.problem, table, assignment).cost(assignment)
-    return [value.hex() for value in (prediction.ms, prediction.error_ms, cost)]
+    return [value.hex() for value in (prediction.ms, prediction.measured_ms, cost)]
 
 
 @pytest.mark.slow
