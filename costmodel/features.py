@@ -21,7 +21,7 @@ not apply).
 import math
 from dataclasses import dataclass
 
-from costmodel.kernel_families import kernel_family, operator_short_name
+from costmodel.kernel_families import CONVOLUTIONS, PACKED_DIMS, kernel_family, operator_short_name
 from costmodel.signatures import activation_shapes, constant_shapes
 
 CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
@@ -40,11 +40,7 @@ NUMERIC = (
 FEATURES = CATEGORICAL + NUMERIC
 TRANSITION = "transition"  # the operator name a layout transition (the pass's clone) is priced under
 
-# The packed dim of each layout, as a WHCN index (int8 layouts: their first packed dim).
-_PACKED = {"WIDTH_PACKED": 0, "HEIGHT_PACKED": 1, "CHANNELS_PACKED": 2, "PACKED_INT8_4W": 0, "PACKED_INT8_4W4C": 2,
-           "PACKED_INT8_4H4W": 0, "PACKED_INT8_4C1W": 2, "PACKED_INT8_CONV2D": 2}
 _STORAGE = {"BUFFER": 0, "TEXTURE_3D": 1}
-_CONVOLUTIONS = ("aten.convolution.default", "et_vk.conv_with_clamp.default")
 _PRODUCTS = ("aten.linear.default", "aten.mm.default", "aten.bmm.default", "aten.addmm.default",
              "aten.matmul.default", "et_vk.q8ta_linear.default", "et_vk.q8ta_linear_gemv.default")
 _INT8_CONVOLUTION = "et_vk.q8ta_conv2d"  # q8ta_conv2d, _pw and _dw: (x, ..., kernel, stride, padding, dilation, groups, ...)
@@ -65,7 +61,7 @@ def _representation(name: str | None) -> tuple[int, int]:
     if not name:
         return -1, -1
     storage, _, layout = name.partition("/")
-    return _STORAGE.get(storage, -1), _PACKED.get(layout, 3)
+    return _STORAGE.get(storage, -1), PACKED_DIMS.get(layout, 3)
 
 
 def _packing(shape: list[int], storage: int, packed: int) -> tuple[float, float, float]:
@@ -85,7 +81,7 @@ def _convolution(operator: str, args: list, weights: list, primary: list, output
     """(out channels, input channels per group, kernel height, kernel width, groups, stride) of a
     convolution: ATen's (its weight's shape) or ET-VK's int8 ones (kernel, stride and groups as
     arguments, the weight packed)."""
-    if operator in _CONVOLUTIONS and weights:
+    if operator in CONVOLUTIONS and weights:
         out_channels, in_per_group, kernel_h, kernel_w = (weights[0] + [1, 1, 1, 1])[:4]
         groups = args[8] if len(args) > 8 and isinstance(args[8], int) else 1
         stride = args[3] if len(args) > 3 and isinstance(args[3], list) else [1]

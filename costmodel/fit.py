@@ -29,6 +29,7 @@ from costmodel.queries import Query, graph_loads, node_queries
 from costmodel.support import FEATURES as SUPPORT_FEATURES, Support
 from costmodel.table import CostTable
 from costmodel.transferred import TransferredModel, prior_ratios
+from layoutkit.reference_strategies import BASELINE_STRATEGY, CALIBRATION_ROUND_PREFIX
 
 FOLDS = 5  # models left out together when the fit's expected errors are measured
 ERROR_QUANTILE = 0.5  # of the per-model errors of an operator: the error expected of it
@@ -128,8 +129,6 @@ def _held_out(kept: pd.DataFrame, left: pd.DataFrame) -> pd.DataFrame:
                        outside=outside)
 
 
-REFERENCE_STRATEGY = "bfs-downstream"  # ExecuTorch's own pass: what a change is measured against
-CALIBRATION_ROUND = "calibration-"  # its programs' strategies: assignments no record states, left out here
 
 
 def _intervals(held_out: pd.DataFrame) -> Intervals:
@@ -137,14 +136,14 @@ def _intervals(held_out: pd.DataFrame) -> Intervals:
     each program's time inside the support, of each program's time relative to the reference
     strategy's program of the same model and run, and of each model's time per family."""
     program = ["model", "run", "strategy"]
-    held_out = held_out[~held_out["strategy"].str.startswith(CALIBRATION_ROUND)]
+    held_out = held_out[~held_out["strategy"].str.startswith(CALIBRATION_ROUND_PREFIX)]  # rounds: no record states them
     inside = held_out[~held_out["outside"]].groupby(program)[["ms", "predicted"]].sum()
     inside = inside[inside["predicted"] > 0]
     whole = held_out.groupby(program)[["ms", "predicted"]].sum()
     ratio = np.log(whole["ms"] / whole["predicted"])
-    reference = ratio.xs(REFERENCE_STRATEGY, level="strategy") if REFERENCE_STRATEGY in whole.index.get_level_values(
+    reference = ratio.xs(BASELINE_STRATEGY, level="strategy") if BASELINE_STRATEGY in whole.index.get_level_values(
         "strategy") else pd.Series(dtype=float)
-    others = ratio.drop(REFERENCE_STRATEGY, level="strategy", errors="ignore")
+    others = ratio.drop(BASELINE_STRATEGY, level="strategy", errors="ignore")
     changes = (others - reference.reindex(others.droplevel("strategy").index).to_numpy()).dropna()
     families = held_out.groupby(["family", "model"])[["ms", "predicted"]].sum()
     family_ratio = np.log(families["ms"] / families["predicted"])

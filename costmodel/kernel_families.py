@@ -31,10 +31,11 @@ import math
 import re
 
 WIDTH, HEIGHT, CHANNELS = 0, 1, 2  # WHCN dims
-_PACKED = {"WIDTH_PACKED": WIDTH, "HEIGHT_PACKED": HEIGHT, "CHANNELS_PACKED": CHANNELS, "PACKED_INT8_4W": WIDTH,
+# The packed dim of each layout, as a WHCN index (int8 layouts: their first packed dim).
+PACKED_DIMS = {"WIDTH_PACKED": WIDTH, "HEIGHT_PACKED": HEIGHT, "CHANNELS_PACKED": CHANNELS, "PACKED_INT8_4W": WIDTH,
            "PACKED_INT8_4W4C": CHANNELS, "PACKED_INT8_4H4W": WIDTH, "PACKED_INT8_4C1W": CHANNELS,
            "PACKED_INT8_CONV2D": CHANNELS}
-_CONVOLUTIONS = ("aten.convolution.default", "et_vk.conv_with_clamp.default")
+CONVOLUTIONS = ("aten.convolution.default", "et_vk.conv_with_clamp.default")
 _PRODUCTS = ("aten.linear.default", "aten.mm.default", "aten.bmm.default", "aten.addmm.default")
 _REDUCTIONS = ("sum", "mean", "amax", "amin")
 _MIN_OCCUPANCY_THREADS, _IM2COL_MIN_OUT_CHANNELS = 4096, 128
@@ -120,7 +121,7 @@ def operator_short_name(operator: str) -> str:
 
 
 def _packed_dim(representation: str | None) -> int | None:
-    return _PACKED.get(representation.partition("/")[2]) if representation else None
+    return PACKED_DIMS.get(representation.partition("/")[2]) if representation else None
 
 
 def _storage(representation: str | None) -> str | None:
@@ -212,7 +213,7 @@ def kernel_family(signature: dict, input_repr: str | None, output_repr: str | No
     reading its primary input in ``input_repr`` and writing ``output_repr`` (``TEXTURE_3D/CHANNELS_PACKED``)."""
     operator, args, outputs = signature["operator"], signature["args"], signature["outputs"]
     name = operator_short_name(operator)
-    if operator in _CONVOLUTIONS and len(args) > 8:  # a signature that names fewer is its operator's alone
+    if operator in CONVOLUTIONS and len(args) > 8:  # a signature that names fewer is its operator's alone
         return _convolution(args, input_repr)
     if operator in _PRODUCTS and len(args) > (2 if operator == "aten.addmm.default" else 1):
         return _product(operator, args, outputs, output_repr)

@@ -15,6 +15,7 @@ policies to compare.
 import collections
 
 from costmodel.queries import pair_name
+from layoutkit.reference_strategies import CALIBRATION_ROUND_PREFIX
 from strategies._registry import register_strategy
 from strategies.assignment import Assignment
 from strategies.ilp import IlpLayout, solve
@@ -93,7 +94,7 @@ class CalibrationLayout(IlpLayout):
 
 
 def round_name(number: int) -> str:
-    return f"calibration-{number}"
+    return f"{CALIBRATION_ROUND_PREFIX}{number}"
 
 
 def is_round(strategy: str) -> bool:
