@@ -5,9 +5,7 @@ nodes, the time per operator, the fitted time outside the table's support per ke
 
 from dataclasses import dataclass, field
 
-from costmodel.features import node_features
 from costmodel.intervals import Intervals
-from costmodel.kernel_families import kernel_family
 from costmodel.queries import Price, Query
 from costmodel.support import Support
 
@@ -35,9 +33,8 @@ class Prediction:
             if price.measured:
                 measured += price.ms
             elif support is not None:
-                family = kernel_family(query.signature, query.input, query.output)
-                if support.outside(family, node_features(query.signature, query.input, query.output,
-                                                         query.transition)):
+                family, why = support.place(query)
+                if why:
                     outside[family] = outside.get(family, 0.0) + price.ms
         return cls(total, measured, by_operator, outside)
 

@@ -13,9 +13,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from costmodel.features import node_features
+from costmodel.kernel_families import kernel_family
+from costmodel.queries import Query
+
 # What sizes a node: its work (multiply-adds, else elements moved), its output, and a
 # convolution's or product's depth (channels a group times the kernel, the contracted dim).
 FEATURES = ("log_work", "log_output_elements", "log_serial")
+NEVER_MEASURED = "never measured"
 SLACK = 1.0  # log2: a node half or twice the size of a measured one is still inside
 
 
@@ -38,13 +43,18 @@ class Support:
     def outside(self, family: str, features: dict) -> str | None:
         """Why a node of ``family`` with these ``features`` lies outside, or None where inside."""
         if family not in self.ranges:
-            return f"{family} never measured"
+            return f"{family} {NEVER_MEASURED}"
         for feature in FEATURES:
             low, high = self.ranges[family][feature]
             value = features.get(feature, 0.0)
             if not low - SLACK <= value <= high + SLACK:
                 return f"{family}: {feature} {value:.1f} outside the measured {low:.1f}-{high:.1f}"
         return None
+
+    def place(self, query: Query) -> tuple[str, str | None]:
+        """A priced query's kernel family, and why it lies outside (None where inside)."""
+        family = kernel_family(query.signature, query.input, query.output)
+        return family, self.outside(family, node_features(query.signature, query.input, query.output, query.transition))
 
     def to_json(self) -> dict:
         return {family: {"nodes": self.nodes[family], **self.ranges[family]} for family in sorted(self.ranges)}

@@ -85,6 +85,9 @@ def coverage(args) -> int:
     chosen = catalog_models(args.catalog) if args.catalog else []
     chosen += [m for m in models.resolve_models(args.models, None if args.models else args.zoo) if m not in chosen]
     table, corpus = load(args.costs), corpus_nodes(corpus_path(args.costs, args.nodes))
+    if table.support is None:
+        raise UsageError(f"{args.costs} states no support (a table not fitted from measured nodes): "
+                         "name a fitted one, or fit it with calibrate --fit NODES")
     out = Path(args.out)
     nodes, left_out = catalog_nodes(chosen, args.strategy, table, PricedNodesFile(out.with_suffix(".nodes.jsonl")),
                                     args.cached_only)

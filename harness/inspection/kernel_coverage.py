@@ -2,17 +2,16 @@
 GPU time in, and whether a cost table's corpus measured them at those sizes.
 
 Each model is lowered (its cached lowering prefix) with one strategy and every node and
-transition priced under the table. Per (family, representations) the catalog's side is its
-share of all the models' predicted time, its largest share of any one model's, its nodes
-and the range of three measures: log2 of its work (multiply-adds where it has them, else
-elements moved), of its channels (a convolution's input channels per group, else the
-output's channels) and of its output's spatial extent (height x width). The corpus side is
-the nodes the table was fitted on (``calibrate --nodes``'s file) and the same ranges. A
-catalog node lies outside the corpus where one of its measures is outside the corpus's range
-for its family and representations (or the corpus has none of them); ``coverage`` says
-``none`` (no corpus node), ``outside`` (all the family's catalog time outside), ``partly`` or
-``inside``, and a family is flagged where its time outside the corpus is ``FLAG_SHARE`` or more
-of some model's.
+transition priced under the table, and placed inside or outside the table's support
+(:mod:`costmodel.support`, the rule records use). Per (family, representations) the catalog's
+side is its share of all the models' predicted time, its largest share of any one model's, the
+part outside the support, its nodes and the range of three measures: log2 of its work
+(multiply-adds where it has them, else elements moved), of its channels (a convolution's
+input channels per group, else the output's channels) and of its output's spatial extent
+(height x width). The corpus side is the nodes the table was fitted on (``calibrate
+--nodes``'s file) and the same ranges. ``coverage`` says ``none`` (the family never measured),
+``outside`` (all its catalog time outside the support), ``partly`` or ``inside``, and a family is
+flagged where its time outside the support is ``FLAG_SHARE`` or more of some model's.
 
 Priced nodes are kept per model (with the strategy and the table's digest) in a JSON Lines
 file beside the output, so an interrupted run resumes and a second reads them back; families
@@ -29,6 +28,7 @@ import pandas as pd
 
 from costmodel.features import node_features
 from costmodel.kernel_families import kernel_family
+from costmodel.support import NEVER_MEASURED
 from costmodel.table import CostTable
 from harness.errors import UsageError
 
@@ -50,14 +50,16 @@ def node_measures(signature: dict, input_repr: str | None, output_repr: str | No
 
 def priced_nodes(lowered, table: CostTable) -> list[dict]:
     """Every operator node and transition of a lowered program, as the strategy left it, with its
-    signature, representations and price (ms) under ``table``."""
+    signature, representations, price (ms) under ``table`` and why it lies outside the table's
+    support (None where inside or measured)."""
     from harness.targets.vulkan.compile.metrics import assignments
 
     rows = []
     for assignment in assignments(lowered):
         queries = assignment.problem.queries(list(assignment.operator_reprs()), assignment.clones)
         rows += [{"signature": query.signature, "input": query.input or None, "output": query.output,
-                  "transition": query.transition, "ms": price.ms}
+                  "transition": query.transition, "ms": price.ms,
+                  "outside": None if price.measured else table.support.place(query)[1]}
                  for query, (*_, price) in zip(queries, assignment.priced(table))]
     return rows
 
@@ -142,12 +144,12 @@ def _ranges(frame: pd.DataFrame, prefix: str) -> pd.DataFrame:
 
 def coverage_table(catalog: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
     """Per (family, representation) of the catalog's nodes: its time shares (all of it, and the
-    part of its nodes outside the corpus's ranges), its and the corpus's nodes and ranges, its
+    part of its nodes outside the table's support), its and the corpus's nodes and ranges, its
     coverage and whether it is flagged; largest share first."""
     corpus_ranges = _ranges(corpus, "corpus")
     nodes = catalog.join(corpus_ranges, on=KEY)
-    nodes["outside_ms"] = nodes["ms"].where(~pd.concat(
-        [nodes[m].between(nodes[f"corpus_{m}_min"], nodes[f"corpus_{m}_max"]) for m in MEASURES], axis=1).all(axis=1), 0)
+    nodes["outside_ms"] = nodes["ms"].where(nodes["outside"].notna(), 0)
+    nodes["unmeasured"] = nodes["outside"].fillna("").str.endswith(NEVER_MEASURED)
     model_ms = catalog.groupby("model")["ms"].sum()
     per_model = nodes.groupby([*KEY, "model"])[["ms", "outside_ms"]].sum()
     shares = per_model.div(model_ms.reindex(per_model.index.get_level_values("model")).to_numpy(), axis=0)
@@ -160,8 +162,8 @@ def coverage_table(catalog: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
     table = table.join(_ranges(catalog, "catalog")).join(corpus_ranges)
     table["corpus_nodes"] = table["corpus_nodes"].fillna(0).astype(int)
     outside = table["outside_share"] / table["share"].where(table["share"] > 0)
-    table["coverage"] = ["none" if count == 0 else "inside" if part == 0 else "outside" if part >= 1 else "partly"
-                         for count, part in zip(table["corpus_nodes"], outside.fillna(0))]
+    table["coverage"] = ["none" if never else "inside" if part == 0 else "outside" if part >= 1 else "partly"
+                         for never, part in zip(grouped["unmeasured"].all(), outside.fillna(0))]
     table["flagged"] = table["max_model_outside_share"] >= FLAG_SHARE
     return table.sort_values("share", ascending=False).reset_index()
 
