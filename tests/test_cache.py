@@ -25,7 +25,7 @@ from layoutkit.files import TRUST_SHARED_ENV
 
 from .helpers import cache_worker
 from .helpers.tables import TRANSITIONS_ONLY
-from .conftest import QUICK_ZOO
+from .conftest import QUICK_ZOO, SMALL_MODEL
 
 LAYOUTBENCH = Path(sys.executable).parent / "layoutbench"
 
@@ -309,3 +309,22 @@ def test_cached_prefixes_load_in_a_new_process():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "loaded"
+
+
+def test_a_prefix_is_kept_across_edits_to_the_cost_model_and_not_across_edits_to_the_lowering(monkeypatch):
+    import costmodel.table
+    from harness.targets.vulkan.compile import lowering
+    from layoutkit import source_loader
+
+    before = prefix_key(SMALL_MODEL)
+
+    def edited(path):
+        def source_bytes(file):
+            return original(file) + (b"# edited" if Path(file) == Path(path.__file__) else b"")
+        return source_bytes
+
+    original = source_loader.source_bytes
+    monkeypatch.setattr(source_loader, "source_bytes", edited(costmodel.table))
+    assert prefix_key(SMALL_MODEL) == before
+    monkeypatch.setattr(source_loader, "source_bytes", edited(lowering))
+    assert prefix_key(SMALL_MODEL) != before

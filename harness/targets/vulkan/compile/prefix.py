@@ -5,24 +5,30 @@ kept on disk under :func:`prefix_key`, shared by every strategy, run, asv proces
 
 import hashlib
 import json
+from pathlib import Path
 
 import models
 from harness.cache import DiskCache
 from harness.pipeline.model import CachedStage, ModelPipeline
-from harness.results.provenance import code_digest, provenance
+from harness.results.provenance import provenance
+from harness.targets import edge_programs
 from harness.targets.vulkan.compile import lowering as lowering_code
 from harness.targets.vulkan.compile import pte, serialization
 from harness.targets.vulkan.compile.lowering import VulkanLowering
+from layoutkit.source_loader import files_digest
 
 PREFIXES = DiskCache("prefixes", mapped=True)  # its tensors are made in place (serialization.py)
+# The code that computes and stores a prefix. Not everything it imports: the cost model and the
+# strategies act after the prefix, and an edit to them must not throw away hours of lowering.
+PREFIX_CODE = (lowering_code, edge_programs, pte, serialization)
 
 
 def prefix_key(name: str) -> str:
     """What a model's lowering prefix depends on: the model's name and source, torch,
-    executorch and timm versions, the lowering code."""
+    executorch and timm versions, the code that lowers (:data:`PREFIX_CODE`)."""
     facts = provenance()
     key = [name, models.source_digest(name), facts["torch_version"], facts["executorch_version"],
-           facts["timm_version"], code_digest(lowering_code, pte, serialization)]
+           facts["timm_version"], files_digest(Path(module.__file__) for module in PREFIX_CODE)]
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
 
 
