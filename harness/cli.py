@@ -192,6 +192,9 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("action", nargs="?", choices=("build",), help="build (or reuse) the runner")
     runtime.add_argument("--source", help="build: an ExecuTorch source tree with its submodules (default: a "
                          "shallow clone of the tag of the installed executorch; needs internet)")
+    runtime.add_argument("--toolchain", metavar="FILE", help="build: for another device, with this CMake toolchain "
+                         "file (the Android NDK's android.toolchain.cmake with --cmake-arg=-DANDROID_ABI=arm64-v8a "
+                         "--cmake-arg=-DANDROID_PLATFORM=android-26); cached apart, never picked by runs on this host")
     runtime.add_argument("--cmake-arg", action="append", default=[], metavar="-DNAME=VALUE",
                          help="build: a CMake flag added to the runner's, written --cmake-arg=-DNAME=VALUE "
                          "(repeatable; part of the cache key)")

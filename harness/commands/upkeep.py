@@ -106,10 +106,10 @@ def runtime(args) -> int:
     if args.action == "build":
         if args.et_runner:
             raise UsageError("--et-runner names a runtime to report on; runtime build builds one: drop it")
-        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs, host))
+        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs, host, args.toolchain))
         return 0
-    if args.source or args.cmake_arg or args.rebuild or args.jobs:
-        raise UsageError("--source, --cmake-arg, --rebuild and --jobs go with runtime build")
+    if args.source or args.cmake_arg or args.rebuild or args.jobs or args.toolchain:
+        raise UsageError("--source, --toolchain, --cmake-arg, --rebuild and --jobs go with runtime build")
     text, found = runtime_build.report(args.et_runner, host)
     print(text)
     return 0 if found else 1
