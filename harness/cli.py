@@ -178,6 +178,8 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
     report.add_argument("results", help="results directory written by run")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
+    report.add_argument("--v3", metavar="FILE.json", help="in place of the report: the records in the PyTorch OSS "
+                        "benchmark v3 shape, one per model, strategy and metric, for PyTorch's dashboards")
 
     cache = commands.add_parser("cache", help="where the caches are, their entries, size, limit; --clear empties them")
     cache.add_argument("--clear", nargs="*", metavar="KIND", help="empty these kinds of cache (all when none is named)")

@@ -38,9 +38,24 @@ def import_remote(args) -> int:
 def report(args) -> int:
     from harness.results.report import write_report
 
+    if args.v3:
+        return _report_v3(args)
     html = write_report(args.results, args.out)
     say(f"report written to {html} (Markdown: {html.with_suffix('.md')})")
     print(html)
+    return 0
+
+
+def _report_v3(args) -> int:
+    from harness.errors import UsageError
+    from harness.results.pytorch_v3 import write_v3
+
+    if args.out:
+        raise UsageError("--out names the HTML report, --v3 the v3 records written in its place: drop one")
+    count = write_v3(args.results, args.v3)
+    say(f"{count} records in the PyTorch OSS benchmark v3 shape written to {args.v3}: test-infra's "
+        "upload-benchmark-results action uploads its directory")
+    print(args.v3)
     return 0
 
 
