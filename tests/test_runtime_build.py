@@ -204,6 +204,8 @@ def test_a_toolchain_builds_for_the_device_cached_apart_and_never_picked_here(em
     record = json.loads((cross.parent / "build.json").read_text())
     assert record["built_for"] == "Linux aarch64" and record["toolchain"] == str(AARCH64_TOOLCHAIN.resolve())
     assert f"-DCMAKE_TOOLCHAIN_FILE={AARCH64_TOOLCHAIN.resolve()}" in record["flags"]
+    cache = (cross.parent / "build" / "CMakeCache.txt").read_text()
+    assert f"FLATCC_INSTALL_LIB:UNINITIALIZED=lib/{cross.parent.name}\n" in cache  # not where the host's build puts it
 
     assert cli.main(build) == 0
     host = Path(capsys.readouterr().out.strip())

@@ -15,6 +15,8 @@ a cross compiler's for a board) comes into the flags, and ``build.json`` says wh
 and processor CMake built for. What runs during the build runs on this host: the shader
 step (glslc and ET-VK's Python generator, both passed by path) and flatc/flatcc, which
 ExecuTorch's CMake builds for the host itself (an ExternalProject with the toolchain unset).
+flatcc puts its libraries in the source tree (``third-party/flatcc/lib``): each build gets
+its own directory there, or an incremental host build would link the device's flatccrt.
 
 The traps met building it by hand, handled here:
 
@@ -163,7 +165,8 @@ def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_pa
     log = cmake_build.parent / "configure.log"
     say(f"configuring with CMake (log: {log})")
     command = ["cmake", "-G", "Ninja", "-S", str(source), "-B", str(cmake_build), *flags,
-               f"-DGLSLC_PATH={glslc_path}", f"-DPYTHON_EXECUTABLE={sys.executable}"]
+               f"-DGLSLC_PATH={glslc_path}", f"-DPYTHON_EXECUTABLE={sys.executable}",
+               f"-DFLATCC_INSTALL_LIB=lib/{cmake_build.parent.name}"]
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
     if done.returncode != 0:
