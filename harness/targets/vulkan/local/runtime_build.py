@@ -9,14 +9,11 @@ digest of uncommitted changes to tracked files), or a digest of its files where 
 git checkout; ``<flags>`` is a digest of the CMake flags (and of the toolchain file's
 content, for a cross build). ``find_runtime`` finds the newest build for this host with no flag.
 
-``--toolchain FILE`` builds for another device: CMake's toolchain file (the Android NDK's
-``android.toolchain.cmake``, with ``--cmake-arg=-DANDROID_ABI=...`` and ``-DANDROID_PLATFORM=...``;
-a cross compiler's for a board) comes into the flags, and ``build.json`` says which system
-and processor CMake built for. What runs during the build runs on this host: the shader
-step (glslc and ET-VK's Python generator, both passed by path) and flatc/flatcc, which
-ExecuTorch's CMake builds for the host itself (an ExternalProject with the toolchain unset).
-flatcc puts its libraries in the source tree (``third-party/flatcc/lib``): each build gets
-its own directory there, or an incremental host build would link the device's flatccrt.
+``--toolchain FILE`` (a CMake toolchain file: the Android NDK's, a cross compiler's) builds
+for another device; ``build.json`` says what CMake built for. What runs during the build runs
+here: glslc and ET-VK's shader generator (passed by path), flatc and flatcc (ExecuTorch builds
+them for the host). flatcc writes its libraries into the source tree: each build's go to a
+directory of their own there, or an incremental host build would link a cross build's.
 
 The traps met building it by hand, handled here:
 
@@ -82,7 +79,7 @@ def _built_for(cmake_build: Path, toolchain: Path | None) -> str:
     """What CMake built for, as its configure step found it (CMakeSystem.cmake): "Linux
     aarch64", "Android 26 aarch64" (the NDK's system version is the API level); this host's
     kernel version is left out."""
-    [system_file] = cmake_build.glob("CMakeFiles/*/CMakeSystem.cmake")
+    system_file = max(cmake_build.glob("CMakeFiles/*/CMakeSystem.cmake"), key=lambda path: path.stat().st_mtime)
     system = dict(re.findall(r'^set\(CMAKE_SYSTEM_(NAME|VERSION|PROCESSOR) "([^"]*)"\)', system_file.read_text(), re.M))
     parts = (system.get("NAME"), system.get("VERSION") if toolchain else None, system.get("PROCESSOR"))
     return " ".join(part for part in parts if part) + ("" if toolchain else " (this host)")
