@@ -72,6 +72,9 @@ def _records(directory) -> None:
     store.append(make_record("m1", "bfs-downstream", "vulkan", "ok", transitions=5, transition_bytes=None,
                              **provenance))
     store.append(make_record("m2", "ilp-time", "vulkan-run", "failed", "no shader conv2d_dw_x", **provenance))
+    with store.path.open("a") as records:  # a NaN, as Python's json writes one, from a tool other than layoutbench
+        records.write(json.dumps(make_record("m3", "ilp-time", "vulkan", "ok", transitions=1,
+                                             delegate_memory_bytes=math.nan)) + "\n")
 
 
 def test_each_record_is_one_v3_record_per_metric_it_holds_of_the_tables_columns_and_types(tmp_path, capsys):
@@ -87,7 +90,8 @@ def test_each_record_is_one_v3_record_per_metric_it_holds_of_the_tables_columns_
                   for r in exported}
     assert len(by_program) == len(exported)  # one per model, strategy and metric
     assert sorted(by_program) == sorted([("m1", "ilp-time", name) for name in V3_METRICS]
-                                        + [("m1", "bfs-downstream", "transitions")])  # the failed record: none
+                                        + [("m1", "bfs-downstream", "transitions"),
+                                           ("m3", "ilp-time", "transitions")])  # the failed record: none
     latency = by_program[("m1", "ilp-time", "latency_ms_median")]
     assert latency["metric"]["benchmark_values"] == [2.5] and latency["benchmark"]["dtype"] == "float16"
     assert latency["benchmark"]["extra_info"] == {"strategy": "ilp-time", "strategy_digest": "2e1ea0e80efef7ab",
