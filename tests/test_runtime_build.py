@@ -237,6 +237,9 @@ def test_a_toolchain_that_is_not_a_file_is_one_line(empty_cache, tmp_path, capsy
     assert cli.main(["runtime", "build", "--toolchain", str(tmp_path / "none.cmake")]) == 2
     assert capsys.readouterr().err.strip().endswith("is not a file; pass a CMake toolchain file (the Android NDK's is "
                                                     "build/cmake/android.toolchain.cmake)")
+    assert cli.main(["runtime", "--toolchain", str(AARCH64_TOOLCHAIN)]) == 2
+    assert capsys.readouterr().err.strip().endswith("--source, --toolchain, --cmake-arg, --rebuild and --jobs go with "
+                                                    "runtime build")
 
 
 @pytest.fixture(scope="module")
