@@ -17,9 +17,11 @@ help:
 # Debian packages, each with a command or file that shows it is there: graphviz renders
 # `explain --graph`, chromium opens the report, the graph and the asv dashboard headless,
 # npm fetches the dashboard's scripts, mksh is Android's sh (the tests run a bundle's run.sh
-# under it), mesa-vulkan-drivers is lavapipe (the vgf target's Vulkan driver). Installed only
-# where missing.
-SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mksh:mksh mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
+# under it), mesa-vulkan-drivers is lavapipe (the vgf target's Vulkan driver),
+# g++-aarch64-linux-gnu cross-builds the runtime for an arm64 device (`runtime build --toolchain`).
+# Installed only where missing.
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mksh:mksh mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
+	g++-aarch64-linux-gnu:aarch64-linux-gnu-g++
 APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
 
 system-deps:

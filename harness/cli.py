@@ -178,6 +178,8 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
     report.add_argument("results", help="results directory written by run")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
+    report.add_argument("--v3", metavar="FILE.json", help="in place of the report: the records in the PyTorch OSS "
+                        "benchmark v3 shape, one per model, strategy and metric, for PyTorch's dashboards")
 
     cache = commands.add_parser("cache", help="where the caches are, their entries, size, limit; --clear empties them")
     cache.add_argument("--clear", nargs="*", metavar="KIND", help="empty these kinds of cache (all when none is named)")
@@ -192,6 +194,9 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("action", nargs="?", choices=("build",), help="build (or reuse) the runner")
     runtime.add_argument("--source", help="build: an ExecuTorch source tree with its submodules (default: a "
                          "shallow clone of the tag of the installed executorch; needs internet)")
+    runtime.add_argument("--toolchain", metavar="FILE", help="build: for another device, with this CMake toolchain "
+                         "file (the Android NDK's android.toolchain.cmake with --cmake-arg=-DANDROID_ABI=arm64-v8a "
+                         "--cmake-arg=-DANDROID_PLATFORM=android-26); cached apart, never picked by runs on this host")
     runtime.add_argument("--cmake-arg", action="append", default=[], metavar="-DNAME=VALUE",
                          help="build: a CMake flag added to the runner's, written --cmake-arg=-DNAME=VALUE "
                          "(repeatable; part of the cache key)")

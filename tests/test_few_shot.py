@@ -210,6 +210,34 @@ def test_a_budget_beyond_the_priors_programs_says_that_it_runs_them_all(tmp_path
             in capsys.readouterr().err.splitlines())
 
 
+def test_fp16_chooses_among_the_priors_programs_that_have_a_half_precision_variant_and_runs_those(
+        tmp_path, capsys, monkeypatch):
+    """A float32 prior's models run as their ``.fp16`` variants; an int8 model has none and is
+    not chosen; a model the prior measured in fp16 already is run as it is."""
+    from costmodel.measurements import write_measurements
+    from harness import cli
+    from harness.commands import fitting
+
+    names = {"m0": "m0", "m1": "m1.int8", "m2": "m2.fp16", "m3": "timm:m3"}
+    device = _device({RELU: 1.0, GELU: 1.0})
+    prior = tmp_path / "old.json"
+    prior.write_bytes(_prior().to_bytes())
+    write_measurements(Measurements(device.device, device.nodes.replace({"model": names, "graph": names}),
+                                    device.programs.replace({"model": names})), tmp_path / "old-nodes.jsonl.gz")
+    swept = []
+    monkeypatch.setattr(fitting, "sweep", lambda args, models, names, targets: swept.extend(models) or [])
+    command = ["calibrate", "--prior", str(prior), "--budget", "4", "--out", str(tmp_path / "new"), "--workers", "0"]
+    assert cli.main([*command, "--fp16"]) == 2  # nothing ran here: nothing to fit
+    assert sorted(swept) == ["m0.fp16", "m2.fp16", "timm:m3.fp16"]
+    assert ("layoutbench: --budget 4 is more than the 3 programs the prior's nodes hold that have a .fp16 variant: "
+            "running all 3" in capsys.readouterr().err.splitlines())
+    swept.clear()
+    assert cli.main(command) == 2
+    assert sorted(swept) == ["m0", "m1.int8", "m2.fp16", "timm:m3"]  # without --fp16: the prior's programs as named
+    assert cli.main(["calibrate", "--fit", str(tmp_path), "--prior", str(prior), "--fp16"]) == 2
+    assert "--fp16 runs the .fp16 variants of the programs --prior chooses" in capsys.readouterr().err
+
+
 def test_the_study_script_writes_its_scores_and_refuses_a_prior_without_its_nodes(tmp_path, capsys):
     from costmodel.measurements import write_measurements
     from costmodel.table import save

@@ -10,6 +10,8 @@ rest always runs: the report, the cache key, the errors.
 import importlib.metadata
 import json
 import os
+import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,9 @@ from harness.targets.vulkan.local import runners, runtime_build, runtime_source
 
 DEFAULT_SOURCE = Path.home() / ".cache" / "layoutbench-src" / "executorch"
 STAND_IN = Path(__file__).parent / "helpers" / "fake_executor_runner.py"
+STAND_IN_PROJECT = Path(__file__).parent / "data" / "runtime_stand_in"
+AARCH64_TOOLCHAIN = Path(__file__).parents[1] / "docs" / "toolchains" / "aarch64-linux-gnu.cmake"
+ELF_MACHINE_AARCH64 = 183  # e_machine, the ELF header's bytes 18-19
 
 
 @pytest.fixture
@@ -159,6 +164,82 @@ def test_a_tree_named_otherwise_or_without_json_is_staged_as_executorch(tmp_path
     (complete / "third-party" / "json").mkdir(parents=True)
     (complete / "third-party" / "json" / "CMakeLists.txt").write_text("project(json)")
     assert runtime_source.staged_source(complete, tmp_path / "build2") == complete
+
+
+@pytest.fixture
+def stand_in_source(tmp_path, monkeypatch) -> Path:
+    """tests/data/runtime_stand_in as an ExecuTorch tree (with the directories check_source
+    looks for), built with a glslc that writes a 4-byte "shader"."""
+    for tool in ("cmake", "ninja", "aarch64-linux-gnu-g++"):
+        if not shutil.which(tool):
+            pytest.skip(f"no {tool} here: make system-deps installs it")
+    source = tmp_path / "executorch"
+    shutil.copytree(STAND_IN_PROJECT, source)
+    for name in ("backends/vulkan", *runtime_source.RUNNER_SUBMODULES, runtime_source.JSON_SUBMODULE):
+        (source / name).mkdir(parents=True, exist_ok=True)
+        (source / name / "CMakeLists.txt").write_text("# stand-in\n")
+    fake_glslc = tmp_path / "glslc"
+    fake_glslc.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && printf spv! > "$2"; shift; done\n')
+    fake_glslc.chmod(0o755)
+    monkeypatch.setattr(runtime_build, "glslc", lambda: str(fake_glslc))
+    return source
+
+
+def _elf_machine(binary: Path) -> int:
+    header = binary.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF", f"{binary} is not an ELF file"
+    return int.from_bytes(header[18:20], "little")
+
+
+def test_a_toolchain_builds_for_the_device_cached_apart_and_never_picked_here(empty_cache, stand_in_source, capsys):
+    """The stand-in project cross-built with Debian's aarch64 compiler: an arm64 binary, its
+    host tools run here; the host's build of the same tree has another key, and is what the
+    harness's runs here pick; `runtime` lists both with what each is for."""
+    build = ["runtime", "build", "--source", str(stand_in_source), "--jobs", "2"]
+    assert cli.main([*build, "--toolchain", str(AARCH64_TOOLCHAIN)]) == 0
+    cross = Path(capsys.readouterr().out.strip())
+    assert _elf_machine(cross) == ELF_MACHINE_AARCH64
+    if shutil.which("file"):
+        assert "ARM aarch64" in subprocess.run(["file", str(cross)], capture_output=True, text=True).stdout
+    record = json.loads((cross.parent / "build.json").read_text())
+    assert record["built_for"] == "Linux aarch64" and record["toolchain"] == str(AARCH64_TOOLCHAIN.resolve())
+    assert f"-DCMAKE_TOOLCHAIN_FILE={AARCH64_TOOLCHAIN.resolve()}" in record["flags"]
+    cache = (cross.parent / "build" / "CMakeCache.txt").read_text()
+    assert f"FLATCC_INSTALL_LIB:UNINITIALIZED=lib/{cross.parent.name}\n" in cache  # not where the host's build puts it
+
+    assert cli.main(build) == 0
+    host = Path(capsys.readouterr().out.strip())
+    assert host.parent != cross.parent
+    assert json.loads((host.parent / "build.json").read_text())["built_for"] == f"Linux {platform.machine()} (this host)"
+    assert subprocess.run([host], capture_output=True, text=True).stdout == "4\n"  # glslc's and Python's output
+    os.utime(cross)  # the newest build: still not the host's
+    assert runners.find_runtime(None).path == host
+    assert runners.newest_built_runner(AARCH64_TOOLCHAIN) == cross
+    assert cli.main(["runtime"]) == 0
+    out = capsys.readouterr().out
+    assert f"runtime: {host}\n" in out
+    assert f"builds (layoutbench runtime build, newest first):\n  {cross}: for Linux aarch64\n  {host}: for Linux " \
+           f"{platform.machine()} (this host)" in out
+
+
+def test_the_toolchain_files_content_is_part_of_the_key(empty_cache, tmp_path):
+    toolchain = tmp_path / "board.cmake"
+    toolchain.write_text("set(CMAKE_SYSTEM_NAME Linux)\n")
+    tree = runtime_source.SourceTree(tmp_path, "abc", "abc", "git commit abc")
+    flags = (*runtime_build.BUILD_FLAGS, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}")
+    first = runtime_build.build_dir(tree, flags, toolchain)
+    assert first != runtime_build.build_dir(tree, runtime_build.BUILD_FLAGS)
+    toolchain.write_text("set(CMAKE_SYSTEM_NAME Android)\n")
+    assert runtime_build.build_dir(tree, flags, toolchain) != first
+
+
+def test_a_toolchain_that_is_not_a_file_is_one_line(empty_cache, tmp_path, capsys):
+    assert cli.main(["runtime", "build", "--toolchain", str(tmp_path / "none.cmake")]) == 2
+    assert capsys.readouterr().err.strip().endswith("is not a file; pass a CMake toolchain file (the Android NDK's is "
+                                                    "build/cmake/android.toolchain.cmake)")
+    assert cli.main(["runtime", "--toolchain", str(AARCH64_TOOLCHAIN)]) == 2
+    assert capsys.readouterr().err.strip().endswith("--source, --toolchain, --cmake-arg, --rebuild and --jobs go with "
+                                                    "runtime build")
 
 
 @pytest.fixture(scope="module")

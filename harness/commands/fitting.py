@@ -26,6 +26,9 @@ def calibrate(args) -> int:
     if args.pack and (not args.prior or args.fit):
         raise UsageError("--pack packs the programs --prior chooses, for a device elsewhere: add --prior TABLE, "
                          "drop --fit")
+    if args.fp16 and (not args.prior or args.fit):
+        raise UsageError("--fp16 runs the .fp16 variants of the programs --prior chooses: add --prior TABLE, drop "
+                         "--fit (runs made elsewhere are fitted in the precision they ran in)")
     if not args.fit:
         start_local_workers(args)
     import models
@@ -81,6 +84,8 @@ def add_few_shot_arguments(calibrate) -> None:
                            "table (its kept nodes beside it, NAME-nodes.jsonl.gz) chooses --budget programs, runs "
                            "them (or --fit their runs) and keeps the prior where it holds, else transfers it")
     calibrate.add_argument("--budget", type=positive, default=10, help="programs --prior chooses (default %(default)s)")
+    calibrate.add_argument("--fp16", action="store_true", help="with --prior: choose among the programs that have a "
+                           ".fp16 variant and run those (ET-VK in half precision, as phones run), for an fp16 table")
     calibrate.add_argument("--pack", metavar="OUT", help="with --prior, for a device elsewhere: run each program here "
                            "once (its outputs against eager, untimed) and pack them into OUT (a .tar, .tar.gz or .tar.xz "
                            "for remote_runner.py, else a bundle for run.sh); then import-remote and --fit")
@@ -110,9 +115,15 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
 
     if args.pack:
         args.warmup = args.iterations = args.processes = 1
-    chosen = choose_programs(candidates, prior, args.budget)
+    variants = _half_precision_models(candidates.programs) if args.fp16 else None
+    programs = zip(candidates.programs["model"], candidates.programs["strategy"])
+    among = None if variants is None else [program for program in programs if program[0] in variants]
+    chosen = choose_programs(candidates, prior, args.budget, among)
+    if variants is not None:
+        chosen["model"] = chosen["model"].map(variants)
     if len(chosen) < args.budget:
-        say(f"--budget {args.budget} is more than the {len(chosen)} programs the prior's nodes hold: "
+        held = " that have a .fp16 variant" if args.fp16 else ""
+        say(f"--budget {args.budget} is more than the {len(chosen)} programs the prior's nodes hold{held}: "
             f"running all {len(chosen)}")
     print(chosen.to_string(index=False, float_format=format_number), file=sys.stderr)
     by_strategies: dict = {}
@@ -123,6 +134,15 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
     running = "" if args.pack else f", running them about {_device_seconds(records):.0f} s on {_device_of(records)}"
     say(f"lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}")
     return records
+
+
+def _half_precision_models(programs) -> dict[str, str]:
+    """``--fp16``: each model of the prior's programs that has a ``.fp16`` variant, and that
+    variant (an int8 model has none; a prior fitted on ``.fp16`` programs holds them already)."""
+    from models import FP16_SUFFIX, INT8_SUFFIX, half_precision
+
+    return {model: model if half_precision(model) else model + FP16_SUFFIX
+            for model in programs["model"].unique() if not model.endswith(INT8_SUFFIX)}
 
 
 def _pack_chosen(args, records: list[dict]) -> int:

@@ -38,9 +38,24 @@ def import_remote(args) -> int:
 def report(args) -> int:
     from harness.results.report import write_report
 
+    if args.v3:
+        return _report_v3(args)
     html = write_report(args.results, args.out)
     say(f"report written to {html} (Markdown: {html.with_suffix('.md')})")
     print(html)
+    return 0
+
+
+def _report_v3(args) -> int:
+    from harness.errors import UsageError
+    from harness.results.pytorch_v3 import write_v3
+
+    if args.out:
+        raise UsageError("--out names the HTML report, --v3 the v3 records written in its place: drop one")
+    count = write_v3(args.results, args.v3)
+    say(f"{count} records in the PyTorch OSS benchmark v3 shape written to {args.v3}: test-infra's "
+        "upload-benchmark-results action uploads its directory")
+    print(args.v3)
     return 0
 
 
@@ -106,10 +121,10 @@ def runtime(args) -> int:
     if args.action == "build":
         if args.et_runner:
             raise UsageError("--et-runner names a runtime to report on; runtime build builds one: drop it")
-        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs, host))
+        print(runtime_build.build(args.source, args.cmake_arg, args.rebuild, args.jobs, host, args.toolchain))
         return 0
-    if args.source or args.cmake_arg or args.rebuild or args.jobs:
-        raise UsageError("--source, --cmake-arg, --rebuild and --jobs go with runtime build")
+    if args.source or args.cmake_arg or args.rebuild or args.jobs or args.toolchain:
+        raise UsageError("--source, --toolchain, --cmake-arg, --rebuild and --jobs go with runtime build")
     text, found = runtime_build.report(args.et_runner, host)
     print(text)
     return 0 if found else 1

@@ -4,10 +4,10 @@ Two runtimes, found in this order (``find_runtime``):
 
 - an ``executor_runner`` binary (``--et-runner PATH``, ``LAYOUTBENCH_ET_RUNNER``, one on
   ``PATH``, ``CACHE/runtime/executor_runner``, or the newest that ``layoutbench runtime
-  build`` built into ``CACHE/runtime/``), driven through its flags: ``processes`` processes
-  of warm-up and timed executions, whose ETDumps time each (a runner built with the event
-  tracer); a runner without it is timed from outside as (wall(N + 1 executions) - wall(1
-  execution)) / N (``remote_runner.run_timed``);
+  build`` built into ``CACHE/runtime/`` for this host, never a cross build), driven through
+  its flags: ``processes`` processes of warm-up and timed executions, whose ETDumps time
+  each (a runner built with the event tracer); a runner without it is timed from outside as
+  (wall(N + 1 executions) - wall(1 execution)) / N (``remote_runner.run_timed``);
 - ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
   registered there (the pip wheel has XNNPACK but not Vulkan); they write an ETDump too.
 
@@ -16,6 +16,7 @@ alone (``os.wait4``), and both return the same :class:`RunResult`. The latency c
 the ETDump's events where there is one (``harness.targets.vulkan.local.latency``).
 """
 
+import json
 import os
 import shutil
 import sys
@@ -34,6 +35,7 @@ from harness.targets.vulkan.remote.remote_runner import etdump_paths, run_child,
 from layoutkit.errors import MeasurementError, UsageError
 
 RUNNER_NAME = "executor_runner"
+BUILD_RECORD = "build.json"  # beside each runner runtime build keeps: what it was built from, how, for what
 NO_RUNTIME_REASON = (
     "no ExecuTorch runtime with the Vulkan backend: build one with `layoutbench runtime build --source DIR` "
     f"(DIR: an ExecuTorch source tree), or pass --et-runner PATH (or set {RUNNER_ENV}, or put it on PATH or at "
@@ -144,11 +146,25 @@ def cached_runner() -> Path:
     return runtime_dir() / RUNNER_NAME
 
 
-def newest_built_runner() -> Path | None:
-    """The runner ``layoutbench runtime build`` built or reused last, of those it keeps as
-    ``CACHE/runtime/<source>-<flags>/executor_runner``; None when it built none."""
+def built_runners() -> list[tuple[Path, dict]]:
+    """The runners ``layoutbench runtime build`` keeps as ``CACHE/runtime/<source>-<flags>/executor_runner``,
+    newest (built or reused last) first, each with its ``build.json`` (``{}`` where it has none)."""
     built = [path for path in runtime_dir().glob(f"*/{RUNNER_NAME}") if os.access(path, os.X_OK)]
-    newest = max(built, key=lambda path: path.stat().st_mtime, default=None)
+    built.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+    return [(path, build_record(path)) for path in built]
+
+
+def build_record(binary: Path) -> dict:
+    """The ``build.json`` beside a runner ``layoutbench runtime build`` built; ``{}`` where there is none."""
+    record = binary.parent / BUILD_RECORD
+    return json.loads(record.read_text()) if record.exists() else {}
+
+
+def newest_built_runner(toolchain: Path | None = None) -> Path | None:
+    """The newest of :func:`built_runners` built with ``toolchain`` (None: for this host, which
+    is all a host's run may pick: a cross build does not run here); None when there is none."""
+    wanted = str(toolchain.resolve()) if toolchain else None
+    newest = next((path for path, info in built_runners() if info.get("toolchain") == wanted), None)
     if newest is not None:
         refuse_if_others_can_write(newest.parent)  # it runs as this user
     return newest

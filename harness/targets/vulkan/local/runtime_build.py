@@ -6,8 +6,14 @@ A build is kept in ``CACHE/runtime/<source>-<flags>/``: the binary, ``build.json
 was built from, with which flags, how long it took) and the CMake build directory, so that
 building the same source again is incremental. ``<source>`` is the tree's git commit (plus a
 digest of uncommitted changes to tracked files), or a digest of its files where it is not a
-git checkout; ``<flags>`` is a digest of the CMake flags. ``find_runtime`` finds the newest
-build with no flag.
+git checkout; ``<flags>`` is a digest of the CMake flags (and of the toolchain file's
+content, for a cross build). ``find_runtime`` finds the newest build for this host with no flag.
+
+``--toolchain FILE`` (a CMake toolchain file: the Android NDK's, a cross compiler's) builds
+for another device; ``build.json`` says what CMake built for. What runs during the build runs
+here: glslc and ET-VK's shader generator (passed by path), flatc and flatcc (ExecuTorch builds
+them for the host). flatcc writes its libraries into the source tree: each build's go to a
+directory of their own there, or an incremental host build would link a cross build's.
 
 The traps met building it by hand, handled here:
 
@@ -37,7 +43,8 @@ from harness.errors import RuntimeBuildError, UsageError
 from harness.targets import debian_trixie
 from harness.targets.base import HostSettings
 from harness.targets.vulkan.local.runners import (
-    NO_RUNTIME_REASON, RUNNER_NAME, ExecutorRunner, locate_runtime, runtime_dir)
+    BUILD_RECORD, NO_RUNTIME_REASON, RUNNER_NAME, ExecutorRunner, build_record, built_runners, locate_runtime,
+    runtime_dir)
 from harness.targets.vulkan.local.runtime_source import (
     PREFIX, SourceTree, check_source, cloned_source, digest, file_digest, say, source_tree, staged_source)
 
@@ -61,13 +68,21 @@ NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 BUILDS = DiskCache("runtime")  # only its lock: a second build of the same key waits for the first
 
 
-def flags_digest(flags: tuple[str, ...]) -> str:
-    return digest(flags)[:12]
+def build_dir(source: SourceTree, flags: tuple[str, ...], toolchain: Path | None = None) -> Path:
+    """``CACHE/runtime/<source>-<flags>``: the binary, build.json and the CMake build directory;
+    ``toolchain``'s content is part of ``<flags>`` (the file may change under the same path)."""
+    toolchain_content = (file_digest(toolchain),) if toolchain else ()
+    return runtime_dir() / f"{source.short}-{digest((*flags, *toolchain_content))[:12]}"
 
 
-def build_dir(source: SourceTree, flags: tuple[str, ...]) -> Path:
-    """``CACHE/runtime/<source>-<flags>``: the binary, build.json and the CMake build directory."""
-    return runtime_dir() / f"{source.short}-{flags_digest(flags)}"
+def _built_for(cmake_build: Path, toolchain: Path | None) -> str:
+    """What CMake built for, as its configure step found it (CMakeSystem.cmake): "Linux
+    aarch64", "Android 26 aarch64" (the NDK's system version is the API level); this host's
+    kernel version is left out."""
+    system_file = max(cmake_build.glob("CMakeFiles/*/CMakeSystem.cmake"), key=lambda path: path.stat().st_mtime)
+    system = dict(re.findall(r'^set\(CMAKE_SYSTEM_(NAME|VERSION|PROCESSOR) "([^"]*)"\)', system_file.read_text(), re.M))
+    parts = (system.get("NAME"), system.get("VERSION") if toolchain else None, system.get("PROCESSOR"))
+    return " ".join(part for part in parts if part) + ("" if toolchain else " (this host)")
 
 
 def _compiles_shaders(glslc: str) -> bool:
@@ -147,7 +162,8 @@ def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_pa
     log = cmake_build.parent / "configure.log"
     say(f"configuring with CMake (log: {log})")
     command = ["cmake", "-G", "Ninja", "-S", str(source), "-B", str(cmake_build), *flags,
-               f"-DGLSLC_PATH={glslc_path}", f"-DPYTHON_EXECUTABLE={sys.executable}"]
+               f"-DGLSLC_PATH={glslc_path}", f"-DPYTHON_EXECUTABLE={sys.executable}",
+               f"-DFLATCC_INSTALL_LIB=lib/{cmake_build.parent.name}"]
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
     if done.returncode != 0:
@@ -179,17 +195,23 @@ def _required_tools() -> None:
 
 
 def build(source: str | None, extra_flags: list[str], rebuild: bool = False, jobs: int | None = None,
-          host: HostSettings = HostSettings()) -> Path:
+          host: HostSettings = HostSettings(), toolchain: str | None = None) -> Path:
     """Build (or reuse) the runner for ``source`` (None: a clone of the installed executorch's
-    tag) with :data:`BUILD_FLAGS` and ``extra_flags``; the path of the binary. ``host``: where
-    the user's environment names a runner, which would come before it."""
+    tag) with :data:`BUILD_FLAGS` and ``extra_flags``, for this host or, with ``toolchain`` (a
+    CMake toolchain file), for another device; the path of the binary. ``host``: where the
+    user's environment names a runner, which would come before it."""
     if source is not None and not Path(source).is_dir():
         raise UsageError(f"--source {source} is not a directory; pass the top of an ExecuTorch source tree")
+    if toolchain is not None and not Path(toolchain).is_file():
+        raise UsageError(f"--toolchain {toolchain} is not a file; pass a CMake toolchain file "
+                         "(the Android NDK's is build/cmake/android.toolchain.cmake)")
+    toolchain_file = Path(toolchain).resolve() if toolchain else None
     path = Path(source).resolve() if source else cloned_source()
     check_source(path)
     tree = source_tree(path)
-    flags = (*BUILD_FLAGS, *extra_flags)
-    build = build_dir(tree, flags)
+    toolchain_flags = [f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}"] if toolchain_file else []
+    flags = (*BUILD_FLAGS, *toolchain_flags, *extra_flags)
+    build = build_dir(tree, flags, toolchain_file)
     binary = build / RUNNER_NAME
     with BUILDS.lock(build.name):
         if binary.exists() and not rebuild:
@@ -206,11 +228,13 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
             _configure(staged_source(tree.path, build), cmake_build, flags, glslc_path)
         _compile(cmake_build, jobs or os.cpu_count() or 1)
         seconds = time.monotonic() - started
-        record = build / "build.json"
+        record = build / BUILD_RECORD
         first_seconds = json.loads(record.read_text())["first_build_seconds"] if record.exists() else seconds
         record.write_text(json.dumps({
             "source": str(tree.path), "source_identity": tree.identity, "source_described": tree.described,
-            "flags": list(flags), "glslc": glslc_path, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "flags": list(flags), "glslc": glslc_path, "toolchain": str(toolchain_file) if toolchain_file else None,
+            "built_for": _built_for(cmake_build, toolchain_file),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(seconds, 1), "first_build_seconds": round(first_seconds, 1),
         }, indent=1) + "\n")
         # Copied, not linked: the build directory may be rebuilt while a run uses the binary.
@@ -224,6 +248,9 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
 
 
 def _who_finds(binary: Path, host: HostSettings) -> str:
+    record = build_record(binary)
+    if record["toolchain"]:
+        return f"for {record['built_for']}: copy it to that device; runs on this host never pick it"
     runtime, rule = locate_runtime(None, host.et_runner)
     if isinstance(runtime, ExecutorRunner) and runtime.path == binary:
         return "vulkan-run, profile and asv find it with no flag"
@@ -232,20 +259,29 @@ def _who_finds(binary: Path, host: HostSettings) -> str:
 
 def report(et_runner: str | None = None, host: HostSettings = HostSettings()) -> tuple[str, bool]:
     """Which runtime the harness would use and why (``et_runner``: the flag's; ``host``: the
-    environment's): (lines for people, whether one was found)."""
+    environment's), then every build in the cache with what it is for: (lines for people,
+    whether a runtime was found)."""
     runtime, rule = locate_runtime(et_runner, host.et_runner)
+    lines = _runtime_lines(runtime, rule)
+    builds = built_runners()
+    if builds:
+        lines += ["builds (layoutbench runtime build, newest first):",
+                  *(f"  {path}: for {record.get('built_for', 'this host')}" for path, record in builds)]
+    return "\n".join(lines), runtime is not None
+
+
+def _runtime_lines(runtime, rule: str | None) -> list[str]:
     if runtime is None:
-        return f"no runtime: {NO_RUNTIME_REASON}", False
+        return [f"no runtime: {NO_RUNTIME_REASON}"]
     if not isinstance(runtime, ExecutorRunner):
-        return f"runtime: {runtime.name}, found as {rule}", True
+        return [f"runtime: {runtime.name}, found as {rule}"]
     lines = [f"runtime: {runtime.path}", f"found as: {rule}",
              f"sha256: {file_digest(runtime.path)}"]
-    built = runtime.path.parent / "build.json"
-    if built.exists():
-        info = json.loads(built.read_text())
+    info = build_record(runtime.path)
+    if info:
         lines += [f"built: {info['built_at']} from {info['source']} ({info['source_described']}) in "
                   f"{info['seconds'] / 60:.1f} min (the first build: {info['first_build_seconds'] / 60:.1f} min)",
                   f"flags: {' '.join(info['flags'])}"]
     else:
         lines.append("built: not by layoutbench runtime build (its flags and source are not known here)")
-    return "\n".join(lines), True
+    return lines
