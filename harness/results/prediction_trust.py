@@ -46,6 +46,12 @@ def trust_notes(fields) -> list[str]:
     return [note for note in (interval_note(fields), outside_note(fields)) if note]
 
 
+def predicted_line(fields, device: str | None = None) -> str:
+    """A program's predicted time (on ``device``) and what the table states of it, in one line."""
+    on = f" on {device}" if device else ""
+    return "; ".join([f"predicted {format_number(fields['predicted_gpu_ms'])} ms{on}", *trust_notes(fields)])
+
+
 def difference_note(base, cand) -> str | None:
     """Where the predicted difference of ``cand`` against ``base`` lies mostly in nodes outside
     the support (their outside time differs by at least half the difference), how much."""
