@@ -122,12 +122,6 @@ def priced_nodes(lowered: LoweredProgram, table: CostTable) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PRICED_COLUMNS))
 
 
-def _outside_families(*priced: pd.DataFrame) -> pd.Series:
-    """Per (partition, node), the kernel families outside the support any of ``priced`` has there."""
-    outside = pd.concat(priced).dropna(subset=["outside_support"])
-    return outside.groupby(["partition", "node"])["outside_support"].agg(lambda f: "; ".join(sorted(set(f))))
-
-
 def compare_strategies(lowered: LoweredProgram, other: LoweredProgram, names: tuple[str, str]):
     """(nodes whose representation differs, transitions only one strategy has)."""
     first, second = node_representations(lowered), node_representations(other)
@@ -162,14 +156,14 @@ def explanation(model: str, names: list[str], lowered: list[LoweredProgram], cos
     disagree); under ``costs``, what each is predicted to take and which nodes lie outside the
     table's support."""
     result = {"model": model, "strategy": names[0], "transitions": transitions_table(lowered[0])}
-    if costs is not None:
-        result.update(device=costs.device, predicted=predicted_gpu_time(lowered[0], costs),
-                      priced_nodes=priced_nodes(lowered[0], costs))
+    for prefix, program in zip(("", "vs_"), lowered if costs is not None else []):
+        result.update({"device": costs.device, f"{prefix}predicted": predicted_gpu_time(program, costs),
+                       f"{prefix}priced_nodes": priced_nodes(program, costs)})
     if len(names) > 1:
         differing, only_one = compare_strategies(lowered[0], lowered[1], (names[0], names[1]))
         if costs is not None:
-            result.update(vs_predicted=predicted_gpu_time(lowered[1], costs), vs_priced_nodes=priced_nodes(lowered[1], costs))
-            families = _outside_families(result["priced_nodes"], result["vs_priced_nodes"])
+            outside = pd.concat([result["priced_nodes"], result["vs_priced_nodes"]]).dropna(subset=["outside_support"])
+            families = outside.groupby(["partition", "node"])["outside_support"].agg(lambda f: "; ".join(sorted(set(f))))
             differing["outside_support"] = [families.get(key, "") for key in zip(differing["partition"], differing["node"])]
         result.update(vs=names[1], vs_transitions=len(transitions_table(lowered[1])),
                       differing_nodes=differing, transitions_only_in_one=only_one)
