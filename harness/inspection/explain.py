@@ -161,10 +161,11 @@ def explanation(model: str, names: list[str], lowered: list[LoweredProgram], cos
                        f"{prefix}priced_nodes": priced_nodes(program, costs)})
     if len(names) > 1:
         differing, only_one = compare_strategies(lowered[0], lowered[1], (names[0], names[1]))
-        if costs is not None:
-            outside = pd.concat([result["priced_nodes"], result["vs_priced_nodes"]]).dropna(subset=["outside_support"])
-            families = outside.groupby(["partition", "node"])["outside_support"].agg(lambda f: "; ".join(sorted(set(f))))
-            differing["outside_support"] = [families.get(key, "") for key in zip(differing["partition"], differing["node"])]
+        if costs is not None:  # a node's families outside the support under either strategy
+            priced = pd.concat([result["priced_nodes"], result["vs_priced_nodes"]]).dropna(subset=["outside_support"])
+            families = priced.groupby(["partition", "node"])["outside_support"].agg(lambda f: "; ".join(sorted(set(f))))
+            differing["outside_support"] = [families.get(node, "") for node in
+                                            zip(differing["partition"], differing["node"])]
         result.update(vs=names[1], vs_transitions=len(transitions_table(lowered[1])),
                       differing_nodes=differing, transitions_only_in_one=only_one)
     return result
