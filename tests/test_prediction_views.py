@@ -134,6 +134,20 @@ def test_explore_overlays_mark_nodes_outside_the_support_and_state_the_programs_
     assert sources["inside"]["value"] == "fitted, ±10 %" and sources["measured"]["bgColor"] == model_explorer.MEASURED
 
 
+def test_explore_writes_the_marks_and_says_the_programs_prediction(lowered, families, tmp_path, capsys):
+    table = tmp_path / "table.json"
+    save(_table(_support_without(families, RELU)), table)
+    assert cli.main(["explore", MODEL, "--strategy", NAMES[0], "--vs", NAMES[1], "--costs", str(table), "--write-only",
+                     "--out", str(tmp_path)]) == 0
+    written = capsys.readouterr()
+    said = [line for line in written.err.splitlines() if "predicted" in line]
+    assert len(said) == 2 and all(f"% outside the table's support ({RELU}); " not in line and
+                                  f"% outside the table's support ({RELU})" in line for line in said)
+    [source] = [Path(line) for line in written.out.split() if line.endswith(f"{NAMES[0]}-predicted-source.json")]
+    marked = {value["value"] for value in json.loads(source.read_text())["forward"]["results"].values()}
+    assert f"fitted outside the table's support ({RELU})" in marked
+
+
 def _profiled(tmp_path, predicted: dict) -> dict:
     """profile's result of bfs-downstream's recorded ETDump (tests/data/etvk) under a record
     that states ``predicted``."""

@@ -112,7 +112,7 @@ def node_representations(lowered: LoweredProgram) -> pd.Series:
 def priced_nodes(lowered: LoweredProgram, table: CostTable) -> pd.DataFrame:
     """Every node ``table`` prices in the program (a transition as the node whose output it
     copies): its predicted ms, whether measured on this model or fitted with the fit's expected
-    error, and the kernel family of a fitted node outside the table's support (else None)."""
+    error, and the kernel family of a fitted node outside the table's support (else missing)."""
     rows = []
     for index, assignment in enumerate(assignments(lowered)):
         queries = assignment.problem.queries(list(assignment.operator_reprs()), assignment.clones)

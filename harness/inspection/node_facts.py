@@ -85,7 +85,7 @@ def node_facts(lowered: LoweredProgram, edge: EdgeGraph, priced: pd.DataFrame | 
         if not price.measured:
             node.predicted_fitted_us += 1000 * price.predicted_ms
             node.predicted_error = max(node.predicted_error, price.error)
-        if price.outside_support:
+        if pd.notna(price.outside_support):
             node.outside_support.add(price.outside_support)
     if dispatches is not None:
         ran = dispatches[dispatches["operator"] != STAGING]
