@@ -116,6 +116,13 @@ def test_a_difference_lies_outside_the_support_where_its_outside_time_is_half_of
     assert (prediction_trust.difference_note(base, cand) is not None) == said
 
 
+@pytest.mark.parametrize(("share", "said"), [(0.003, "under 1 %"), (0.125, "12 %"), (0.561, "56 %")])
+def test_a_share_outside_the_support_never_reads_as_none(share, said):
+    note = prediction_trust.outside_note({"predicted_outside_support_share": share,
+                                          "predicted_outside_support": {RELU: share}})
+    assert note == f"{said} outside the table's support ({RELU})"
+
+
 def test_explore_overlays_mark_nodes_outside_the_support_and_state_the_programs_prediction():
     facts = {"inside": NodeFacts(predicted_us=5.0, predicted_fitted_us=5.0, predicted_error=0.1),
              "outside": NodeFacts(predicted_us=7.0, predicted_fitted_us=7.0, outside_support={RELU, CLONE}),

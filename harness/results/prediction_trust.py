@@ -38,7 +38,8 @@ def outside_note(fields) -> str | None:
     share, outside = _stated(fields, "predicted_outside_support_share"), _stated(fields, "predicted_outside_support")
     if not share or not outside:
         return None
-    return f"{100 * share:.0f} % outside the table's support ({listed(sorted(outside, key=outside.get, reverse=True))})"
+    whole = "under 1" if share < 0.01 else f"{100 * share:.0f}"  # "0 %" would read as none
+    return f"{whole} % outside the table's support ({listed(sorted(outside, key=outside.get, reverse=True))})"
 
 
 def trust_notes(fields) -> list[str]:
