@@ -42,7 +42,7 @@ def explore(model: str, names: list[str], table: CostTable | None, results: str)
         if dispatches is None:
             unmeasured.append(name)
         facts, missing = node_facts(program, edge, explained.get(f"{prefix}priced_nodes"), dispatches)
-        summary = predicted_line(explained[f"{prefix}predicted"], table.device) if table else None
+        summary = predicted_line(explained[f"{prefix}predicted"], table.device) if table is not None else None
         overlays += strategy_overlays(name, facts, summary)
         predicted += [f"{name}: {summary}"] if summary else []
         all_facts.append(facts)
