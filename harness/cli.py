@@ -17,7 +17,8 @@ from costmodel.table import COSTS_ENV
 from harness import quiet
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, explore, fitting, inspections, say, sweeps, upkeep
-from harness.commands.option_types import add_model_and_strategies, count, device_limits, gibibytes, positive
+from harness.commands.option_types import (
+    add_costs_argument, add_model_and_strategies, count, device_limits, gibibytes, positive)
 from harness.results.schema import default_thresholds
 from layoutkit.files import CacheSettings, install
 
@@ -48,9 +49,8 @@ def _add_sweep_arguments(command, required: bool) -> None:
     workers.add_argument("--time-limit", type=positive, metavar="SECONDS", help="per model and worker")
     workers.add_argument("--memory-limit", type=gibibytes, metavar="GIB", help="resident memory per worker (its "
                          "children included); on Ray, also what a task reserves (default 4)")
-    command.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
-                         help="a device's GPU cost table (from calibrate): every Vulkan record predicts its GPU "
-                         "time (predicted_gpu_ms), and ilp-time minimises it (default: $LAYOUTBENCH_COSTS)")
+    add_costs_argument(command, "every Vulkan record predicts its GPU time (predicted_gpu_ms), and ilp-time "
+                       "minimises it")
     _add_runtime_arguments(command.add_argument_group("vulkan-run", "running the programs (--target vulkan-run)"))
 
 
@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="why each transition of one strategy exists")
     add_model_and_strategies(explain, "a second strategy: where the two disagree")
     explain.add_argument("--format", choices=("table", "json"), default="table")
+    add_costs_argument(explain, "each program's predicted time, its interval and the nodes outside the table's support")
     explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
     explore.add_parser(commands)
 

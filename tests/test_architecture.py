@@ -101,12 +101,13 @@ def test_readme_stays_within_300_lines_and_modules_within_350():
             assert _lines(module) <= 350, f"{name}: {_lines(module)} lines"
 
 
-# Where the environment may be read: the command line (its parser), the asv suites, the warm
-# server and its client, and a worker's start (what a job carries); and the processes the
-# harness or a user starts by a module's name: the lowering whose memory is measured
-# (lowering_memory), the VGF host's preparation (vgf_host, run by make), and the script a
-# device runs programs with (remote_runner.py, which reads ET-VK's device index as its runner does).
-ENVIRONMENT_ENTRIES = {"harness/cli.py", "harness/commands/explore.py", "benchmarks/__init__.py",
+# Where the environment may be read: the command line (its parser and the options its
+# commands share), the asv suites, the warm server and its client, and a worker's start (what
+# a job carries); and the processes the harness or a user starts by a module's name: the
+# lowering whose memory is measured (lowering_memory), the VGF host's preparation (vgf_host,
+# run by make), and the script a device runs programs with (remote_runner.py, which reads
+# ET-VK's device index as its runner does).
+ENVIRONMENT_ENTRIES = {"harness/cli.py", "harness/commands/option_types.py", "benchmarks/__init__.py",
                        "benchmarks/_suites.py", "harness/warm/server.py", "harness/warm/command_process.py",
                        "harness/warm/client.py", "harness/sweep/job.py", "harness/targets/vulkan/compile/lowering_memory.py",
                        "harness/targets/arm/vgf_host.py", "harness/targets/vulkan/remote/remote_runner.py"}

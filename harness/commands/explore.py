@@ -2,11 +2,8 @@
 choices and times (and where a second differs), written into the results directory and
 shown in Model Explorer with ExecuTorch's extension on a local port."""
 
-import os
-
-from costmodel.table import COSTS_ENV
 from harness.commands import say
-from harness.commands.option_types import add_model_and_strategies, port
+from harness.commands.option_types import add_costs_argument, add_model_and_strategies, port
 from harness.inspection.explorer_server import DEFAULT_PORT, LAST_PORT
 
 
@@ -15,8 +12,7 @@ def add_parser(commands) -> None:
         "explore", help="Model Explorer overlays of a strategy's representations, transitions and GPU times (and "
         "where --vs differs) on the model's graph, opened on a local port")
     add_model_and_strategies(explore, "a second strategy: overlays of where and by how much it differs")
-    explore.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
-                         help="a device's GPU cost table: predicted time per node (default: $LAYOUTBENCH_COSTS)")
+    add_costs_argument(explore, "predicted time per node, its interval and nodes outside the table's support")
     explore.add_argument("--out", default="results", help="results directory: measured time from its vulkan-run "
                          "records; the files go to OUT/explorer/MODEL/ (default: %(default)s)")
     explore.add_argument("--port", type=port, default=DEFAULT_PORT, help="local port (default: %(default)s, or the "
@@ -44,6 +40,8 @@ def explore(args) -> int:
         say("no --costs: no predicted time")
     say(f"lowering {model} and drawing its edge program")
     explored = write(model, names, table, args.out)
+    for line in explored.predicted:
+        say(line)
     for name in explored.unmeasured:
         say(f"no vulkan-run of {model} / {name} with an ETDump in {args.out}: no measured time")
     if explored.undrawn:

@@ -12,11 +12,13 @@ def explain(args) -> int:
     import models
     import strategies
     from harness.inspection.explain import explain, render_explanation
+    from harness.sweep import table_check
 
     models.resolve_models(args.model)
     strategies.resolve_strategies(",".join([args.strategy] + ([args.vs] if args.vs else [])))
+    table = table_check.load_checked(args.costs) if args.costs else None
     say(f"lowering {args.model}")
-    result, lowered = explain(args.model, args.strategy, args.vs)
+    result, lowered = explain(args.model, args.strategy, args.vs, table)
     if args.graph:
         from harness.inspection.graph_view import write
 

@@ -2,6 +2,7 @@
 number, or say in one line what was expected; and the arguments several commands share."""
 
 import argparse
+import os
 
 
 def whole_number(minimum: int, maximum: int | None = None):
@@ -47,3 +48,11 @@ def add_model_and_strategies(command, vs_help: str) -> None:
     command.add_argument("model")
     command.add_argument("--strategy", required=True)
     command.add_argument("--vs", help=vs_help)
+
+
+def add_costs_argument(command, what: str) -> None:
+    """--costs: a device's cost table (default $LAYOUTBENCH_COSTS), for ``what``."""
+    from costmodel.table import COSTS_ENV
+
+    command.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
+                         help=f"a device's GPU cost table: {what} (default: ${COSTS_ENV})")

@@ -5,6 +5,9 @@ Rows are read off a lowered program: every clone the pass inserted (the same one
 the reader's registration (a fresh ``OpRepSets``) to say what ruled out reading the source
 as it is: the argument's accepted set, the output the argument is synced with, or the
 sync of the reader's arguments. A transition none of these forces is the strategy's choice.
+Under a cost table, each program's predicted time as its record states it (interval, share
+outside the table's support: :mod:`harness.results.prediction_trust`) and every node the table
+prices, with the kernel family of those outside its support.
 :func:`explain` is the ``explain`` command's work: lower, validate, tabulate.
 """
 
@@ -13,14 +16,16 @@ import pandas as pd
 import torch
 from executorch.backends.vulkan.op_registry import get_op_features
 
+from costmodel.prediction import Prediction
 from costmodel.signatures import op_name
 from costmodel.table import CostTable
 from harness.pipeline.model import pipeline
 from harness.quiet import output_to_stderr
-from harness.results.table import tables_json
+from harness.results.prediction_trust import difference_note, predicted_line
+from harness.results.table import format_number, tables_json
 from harness.targets.vulkan.compile import validator
 from harness.targets.vulkan.compile.lowering import LoweredProgram
-from harness.targets.vulkan.compile.metrics import is_transition, partition_transitions
+from harness.targets.vulkan.compile.metrics import assignments, is_transition, partition_transitions, predicted_gpu_time
 from harness.targets.vulkan.compile.prefix import vulkan_lowering
 import strategies
 from strategies.representations import (
@@ -34,6 +39,7 @@ from strategies.representations import (
     repset_packed_dim_infos,
 )
 
+PRICED_COLUMNS = ("partition", "node", "operator", "predicted_ms", "measured", "error", "outside_support")
 TRANSITION_COLUMNS = (
     "partition", "source", "before", "after", "consumer", "arg_index", "consumer_op", "forced", "constraint",
     "shape", "dtype", "bytes", "clone",
@@ -103,6 +109,19 @@ def node_representations(lowered: LoweredProgram) -> pd.Series:
     return pd.Series(reprs, name="representation", dtype=object)
 
 
+def priced_nodes(lowered: LoweredProgram, table: CostTable) -> pd.DataFrame:
+    """Every node ``table`` prices in the program (a transition as the node whose output it
+    copies): its predicted ms, whether measured on this model or fitted with the fit's expected
+    error, and the kernel family of a fitted node outside the table's support (else missing)."""
+    rows = []
+    for index, assignment in enumerate(assignments(lowered)):
+        queries = assignment.problem.queries(list(assignment.operator_reprs()), assignment.clones)
+        for query, (name, operator, price) in zip(queries, assignment.priced(table)):
+            outside = Prediction.of([query], [price], table.support).outside
+            rows.append((index, name, operator, price.ms, price.measured, price.error, next(iter(outside), None)))
+    return pd.DataFrame(rows, columns=list(PRICED_COLUMNS))
+
+
 def compare_strategies(lowered: LoweredProgram, other: LoweredProgram, names: tuple[str, str]):
     """(nodes whose representation differs, transitions only one strategy has)."""
     first, second = node_representations(lowered), node_representations(other)
@@ -123,18 +142,53 @@ def explain(model: str, strategy: str, vs: str | None = None,
     """Lower ``model`` with ``strategy`` (and ``vs``; a strategy that prices its choices with
     the cost table ``costs``), validate each program, and say why each transition of the first
     exists (and, with ``vs``, where the two disagree); the result and the lowered programs."""
-    classes = [strategies.get_strategy(name) for name in [strategy] + ([vs] if vs else [])]
+    names = [strategy] + ([vs] if vs else [])
     with output_to_stderr():
         lowering = vulkan_lowering(pipeline(model))  # the process's one: explore reads it too
-        lowered = [lowering.lower(cls, costs) for cls in classes]
+        lowered = [lowering.lower(strategies.get_strategy(name), costs) for name in names]
         for program in lowered:
             validator.validate(program)
-    result = {"model": model, "strategy": strategy, "transitions": transitions_table(lowered[0])}
-    if vs:
-        differing, only_one = compare_strategies(lowered[0], lowered[1], (strategy, vs))
-        result.update(vs=vs, vs_transitions=len(transitions_table(lowered[1])),
+    return explanation(model, names, lowered, costs), lowered
+
+
+def explanation(model: str, names: list[str], lowered: list[LoweredProgram], costs: CostTable | None) -> dict:
+    """Why each transition of the first program exists (and, given a second, where the two
+    disagree); under ``costs``, what each is predicted to take and which nodes lie outside the
+    table's support."""
+    result = {"model": model, "strategy": names[0], "transitions": transitions_table(lowered[0])}
+    for prefix, program in zip(("", "vs_"), lowered if costs is not None else []):
+        result.update({"device": costs.device, f"{prefix}predicted": predicted_gpu_time(program, costs),
+                       f"{prefix}priced_nodes": priced_nodes(program, costs)})
+    if len(names) > 1:
+        differing, only_one = compare_strategies(lowered[0], lowered[1], (names[0], names[1]))
+        if costs is not None:  # a node's families outside the support under either strategy
+            priced = pd.concat([result["priced_nodes"], result["vs_priced_nodes"]]).dropna(subset=["outside_support"])
+            families = priced.groupby(["partition", "node"])["outside_support"].agg(lambda f: "; ".join(sorted(set(f))))
+            differing["outside_support"] = [families.get(node, "") for node in
+                                            zip(differing["partition"], differing["node"])]
+        result.update(vs=names[1], vs_transitions=len(transitions_table(lowered[1])),
                       differing_nodes=differing, transitions_only_in_one=only_one)
-    return result, lowered
+    return result
+
+
+def _predictions(result: dict) -> list[str]:
+    """The predicted time of each program, the nodes outside the support of the first, and
+    the predicted difference (where it lies mostly outside the support, saying so)."""
+    if "predicted" not in result:
+        return []
+    outside = result["priced_nodes"].dropna(subset=["outside_support"])
+    lines = ["", f"{result['strategy']}: {predicted_line(result['predicted'], result['device'])}"]
+    if len(outside):
+        lines += ["nodes outside the table's support:",
+                  outside[["partition", "node", "operator", "outside_support", "predicted_ms"]].to_string(
+                      index=False, float_format=format_number)]
+    if "vs_predicted" in result:
+        first, second = result["predicted"], result["vs_predicted"]
+        difference = second["predicted_gpu_ms"] - first["predicted_gpu_ms"]
+        lines += [f"{result['vs']}: {predicted_line(second, result['device'])}",
+                  "; ".join(filter(None, [f"predicted difference, {result['vs']} less {result['strategy']}: "
+                                          f"{difference:+.4g} ms", difference_note(first, second)]))]
+    return lines
 
 
 def render_explanation(result: dict, output_format: str) -> str:
@@ -158,4 +212,4 @@ def render_explanation(result: dict, output_format: str) -> str:
             only_one[["only_in", "source", "before", "after", "consumer", "constraint"]].to_string(index=False)
             if len(only_one) else "(none)",
         ]
-    return "\n".join(lines)
+    return "\n".join(lines + _predictions(result))

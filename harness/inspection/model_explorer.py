@@ -4,8 +4,10 @@ each named in Model Explorer by a legend that gives its unit and its colours.
 
 Overlays, per strategy: its representation of each node (the colours of ``explain
 --graph``), the transitions from each node's output (KiB moved), the node's predicted GPU
-time under a cost table and where that price came from (measured on this model, or fitted
-with its expected error), and the GPU time a vulkan-run measured; and between the two:
+time under a cost table (its legend states the program's, with its interval and share
+outside the table's support) and where that price came from (measured on this model, fitted
+with its expected error, or fitted outside the table's support: its kernel families), and
+the GPU time a vulkan-run measured; and between the two:
 where the representation changed, and the predicted and measured time of the second less
 the first. Times are µs per inference, a node's own and its output's transitions
 (:mod:`harness.inspection.node_facts`). Numbers are coloured by a gradient from the
@@ -23,7 +25,7 @@ from layoutkit import strict_json
 
 UNCHANGED = "#BBBBBB"  # nodes two strategies treat alike
 FASTER, NEUTRAL = "#0072B2", "#FFFFFF"
-MEASURED, FITTED = "#009E73", "#E69F00"
+MEASURED, FITTED, OUTSIDE_SUPPORT = "#009E73", "#E69F00", TRANSITION_COLOUR
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,15 @@ def _numbers(slug: str, legend: str, values: dict[str, float], grey: set = froze
 def _source(facts: NodeFacts) -> dict:
     if not facts.predicted_fitted_us:
         return {"value": "measured on this model", "bgColor": MEASURED}
+    if facts.outside_support:
+        return {"value": f"fitted outside the table's support ({'; '.join(sorted(facts.outside_support))})",
+                "bgColor": OUTSIDE_SUPPORT}
     return {"value": f"fitted, ±{100 * facts.predicted_error:.0f} %", "bgColor": FITTED}
 
 
-def strategy_overlays(name: str, facts: dict[str, NodeFacts], device: str | None) -> list[Overlay]:
-    """A strategy's own overlays (those its facts hold)."""
+def strategy_overlays(name: str, facts: dict[str, NodeFacts], program: str | None) -> list[Overlay]:
+    """A strategy's own overlays (those its facts hold); ``program``: its program's predicted
+    time in words (:func:`harness.results.prediction_trust.predicted_line`), where a table priced it."""
     overlays = [
         Overlay(f"{name}-representation", f"{name}: representation (colour per storage and packed dim)",
                 {node: {"value": f.representation, "bgColor": COLOURS.get(f.representation, NEUTRAL)}
@@ -78,11 +84,12 @@ def strategy_overlays(name: str, facts: dict[str, NodeFacts], device: str | None
     if any(f.predicted_us is not None for f in facts.values()):
         predicted = {node: f for node, f in facts.items() if f.predicted_us is not None}
         overlays += [
-            _numbers(f"{name}-predicted", f"{name}: predicted GPU time on {device} (µs per inference, node and its "
-                     "output's transitions; white least, vermillion most)",
+            _numbers(f"{name}-predicted", f"{name}: predicted GPU time (µs per inference, node and its output's "
+                     f"transitions; white least, vermillion most); the program {program}",
                      {node: f.predicted_us for node, f in predicted.items()}),
             Overlay(f"{name}-predicted-source", f"{name}: where the predicted time comes from (green measured on "
-                    "this model, orange fitted, ± its expected error)",
+                    "this model, orange fitted, ± its expected error, vermillion fitted outside the table's support, "
+                    "its kernel families)",
                     {node: _source(f) for node, f in predicted.items()}),
         ]
     measured = {node: f.measured_us for node, f in facts.items() if f.measured_us is not None}

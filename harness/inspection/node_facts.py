@@ -1,7 +1,7 @@
 """What one strategy did at each node of Model Explorer's drawing of a model, and what it
 costs there: the representation it gave the node, the transitions it inserted from the
-node's output, the node's predicted GPU time under a cost table and where that price came
-from, and the GPU time a vulkan-run measured.
+node's output, the node's predicted GPU time under a cost table, where that price came from
+and the kernel families there outside the table's support, and the GPU time a vulkan-run measured.
 
 Facts are keyed by the adapter's node id (:mod:`harness.inspection.explorer_ids`). Where
 ET-VK drew several nodes of a partition as one (a linear fused from several edge nodes),
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from costmodel.table import CostTable
 from harness.errors import UsageError
 from harness.inspection.explain import node_representations
 from harness.inspection.explorer_ids import drawn_as
@@ -22,7 +21,7 @@ from harness.inspection.profile import recorded_runs
 from harness.results.results_dir import ResultsDir
 from harness.targets.vulkan.compile.etrecord import EdgeGraph
 from harness.targets.vulkan.compile.lowering import LoweredProgram
-from harness.targets.vulkan.compile.metrics import assignments, partition_transitions
+from harness.targets.vulkan.compile.metrics import partition_transitions
 from harness.targets.vulkan.local.dispatches import STAGING, program_dispatches
 
 
@@ -36,6 +35,7 @@ class NodeFacts:
     predicted_us: float | None = None
     predicted_fitted_us: float = 0.0  # the part of predicted_us priced by the fit, not measured here
     predicted_error: float = 0.0  # the fit's relative error expected where it priced the node
+    outside_support: set = field(default_factory=set)  # kernel families of its fitted prices outside the support
     measured_us: float | None = None
 
 
@@ -56,10 +56,11 @@ def measured_dispatches(results: str, model: str, strategy: str) -> pd.DataFrame
     return program_dispatches(program)
 
 
-def node_facts(lowered: LoweredProgram, edge: EdgeGraph, table: CostTable | None = None,
+def node_facts(lowered: LoweredProgram, edge: EdgeGraph, priced: pd.DataFrame | None = None,
                dispatches: pd.DataFrame | None = None) -> tuple[dict[str, NodeFacts], list[str]]:
-    """Per drawn node, what the strategy did there and what it costs; and the partitions' nodes
-    that the drawing has no place for (whose facts are left out)."""
+    """Per drawn node, what the strategy did there and what it costs (``priced``: the program's
+    :func:`~harness.inspection.explain.priced_nodes` under a cost table); and the partitions'
+    nodes that the drawing has no place for (whose facts are left out)."""
     facts: dict[str, NodeFacts] = {}
     ids = [drawn_as(partition.program.graph, edge) for partition in lowered.partitions]
     undrawn: set[str] = set()
@@ -78,14 +79,14 @@ def node_facts(lowered: LoweredProgram, edge: EdgeGraph, table: CostTable | None
             node = at(index, transition.source)
             node.transitions.append(transition.after)
             node.transition_bytes += transition.bytes
-    if table is not None:
-        for index, assignment in enumerate(assignments(lowered)):
-            for name, _, price in assignment.priced(table):
-                node = at(index, name)
-                node.predicted_us = _add(node.predicted_us, 1000 * price.ms)
-                if not price.measured:
-                    node.predicted_fitted_us += 1000 * price.ms
-                    node.predicted_error = max(node.predicted_error, price.error)
+    for price in priced.itertuples() if priced is not None else ():
+        node = at(price.partition, price.node)
+        node.predicted_us = _add(node.predicted_us, 1000 * price.predicted_ms)
+        if not price.measured:
+            node.predicted_fitted_us += 1000 * price.predicted_ms
+            node.predicted_error = max(node.predicted_error, price.error)
+        if pd.notna(price.outside_support):
+            node.outside_support.add(price.outside_support)
     if dispatches is not None:
         ran = dispatches[dispatches["operator"] != STAGING]
         for (index, name), ms in ran.groupby(["partition", "node"])["gpu_ms"].sum().items():

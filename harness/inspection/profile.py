@@ -5,7 +5,11 @@ one row per dispatch, attributed by delegate node id).
 Times are per inference: each dispatch's median over the inferences the ETDump holds.
 The strategy's transitions are their own operator row ("transition"), so a model's own
 clones stay under ``aten.clone.default``. Beside them, the run's latency as its record has
-it (``harness.targets.vulkan.local.latency``: the runtime's own events in the same ETDump).
+it (``harness.targets.vulkan.local.latency``: the runtime's own events in the same ETDump),
+and where a cost table priced the run, its predicted time as the record states it (interval,
+share outside the table's support: :mod:`harness.results.prediction_trust`), whether the
+measured time lies inside that interval, and per kernel family the predicted time outside
+the support.
 :func:`profile_runs` is the ``profile`` command's work on the runs it made or found.
 """
 
@@ -16,11 +20,14 @@ import pandas as pd
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
+from harness.results.prediction_trust import predicted_line
 from harness.results.table import format_number, tables_json
 from harness.targets.vulkan.local.dispatches import STAGING, gpu_summary, program_dispatches
 from harness.targets.vulkan.local.latency import LATENCY_FIELDS
 
 TRANSITION = "transition"
+PREDICTION_FIELDS = ("predicted_gpu_ms", "predicted_gpu_ms_low", "predicted_gpu_ms_high", "predicted_interval_level",
+                     "predicted_outside_support", "predicted_outside_support_share")
 
 
 def operator_kinds(frame: pd.DataFrame) -> pd.Series:
@@ -56,10 +63,31 @@ def top_dispatches(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
 
 def summary(frame: pd.DataFrame, record: dict) -> dict:
     """The GPU fields of this run, with its dispatch and transition counts, and the latency
-    fields of its record."""
+    and prediction fields of its record."""
     return {**gpu_summary(frame), "dispatches": len(frame),
             "transitions": int(frame.loc[frame["transition"], "node"].nunique()),
-            **{name: record.get(name) for name in LATENCY_FIELDS}}
+            **{name: record.get(name) for name in (*LATENCY_FIELDS, *PREDICTION_FIELDS)}}
+
+
+def measured_against_predicted(summary: dict) -> str | None:
+    """The run's predicted time and what the table states of it, and the measured time it
+    predicts (the operators' and transitions', ET-VK's copies of inputs and outputs aside):
+    inside the interval, or above or below it. None where no table priced the run."""
+    if summary.get("predicted_gpu_ms") is None:
+        return None
+    measured = summary["gpu_dispatch_ms"] - summary["staging_gpu_ms"]
+    line = f"{predicted_line(summary)}; measured {format_number(measured)} ms"
+    if summary.get("predicted_gpu_ms_low") is None:
+        return line
+    low, high = summary["predicted_gpu_ms_low"], summary["predicted_gpu_ms_high"]
+    return f"{line}, {'inside' if low <= measured <= high else 'above' if measured > high else 'below'} the interval"
+
+
+def outside_support(summary: dict) -> pd.DataFrame:
+    """Per kernel family outside the table's support, its predicted ms and share of the prediction."""
+    outside = sorted((summary.get("predicted_outside_support") or {}).items(), key=lambda item: -item[1])
+    return pd.DataFrame([(family, ms, ms / summary["predicted_gpu_ms"]) for family, ms in outside],
+                        columns=["family", "predicted_ms", "share"])
 
 
 def _per_node(frame: pd.DataFrame) -> pd.DataFrame:
@@ -144,10 +172,10 @@ def profile_runs(results_dir: Path, model: str, names: list[str], records: list[
         frames[record["strategy"]] = program_dispatches(pte)
         runs[record["strategy"]] = record
     strategy = names[0]
-    first = frames[strategy]
-    result = {"model": model, "strategy": strategy, "summary": summary(first, runs[strategy]),
-              "operators": by_operator(first), "representations": by_representation(first),
-              "top_dispatches": top_dispatches(first, top)}
+    first, first_summary = frames[strategy], summary(frames[strategy], runs[strategy])
+    result = {"model": model, "strategy": strategy, "summary": first_summary,
+              "outside_support": outside_support(first_summary), "operators": by_operator(first),
+              "representations": by_representation(first), "top_dispatches": top_dispatches(first, top)}
     if len(names) > 1:
         vs = names[1]
         result.update(vs=vs, vs_summary=summary(frames[vs], runs[vs]), **versus(first, frames[vs], (strategy, vs)))
@@ -159,22 +187,27 @@ def render_profile(result: dict, output_format: str) -> str:
     if output_format == "json":
         return tables_json(result)
 
-    def headline(strategy: str, summary: dict) -> str:
-        return (f"{strategy}: {summary['latency_ms_median']:.3f} ms per inference (p10 "
-                f"{summary['latency_ms_p10']:.3f}, p90 {summary['latency_ms_p90']:.3f}; {summary['latency_source']}), "
-                f"load {summary['load_ms']:.1f} ms; {summary['gpu_dispatch_ms']:.3f} ms of GPU dispatches per "
-                f"inference ({summary['dispatches']} dispatches); {summary['transitions']} transitions "
-                f"{summary['transition_gpu_ms']:.3f} ms = {100 * (summary['transition_time_share'] or 0):.2f} %")
+    def headline(label: str, summary: dict) -> list[str]:
+        measured = (f"{label}: {summary['latency_ms_median']:.3f} ms per inference (p10 "
+                    f"{summary['latency_ms_p10']:.3f}, p90 {summary['latency_ms_p90']:.3f}; "
+                    f"{summary['latency_source']}), load {summary['load_ms']:.1f} ms; {summary['gpu_dispatch_ms']:.3f} "
+                    f"ms of GPU dispatches per inference ({summary['dispatches']} dispatches); "
+                    f"{summary['transitions']} transitions {summary['transition_gpu_ms']:.3f} ms = "
+                    f"{100 * (summary['transition_time_share'] or 0):.2f} %")
+        return [measured, *filter(None, [measured_against_predicted(summary)])]
 
     def table(frame: pd.DataFrame) -> str:
         return frame.to_string(index=False, float_format=format_number) if len(frame) else "(none)"
 
-    lines = [f"{result['model']} / {headline(result['strategy'], result['summary'])}", "",
+    outside = result["outside_support"]
+    lines = [*headline(f"{result['model']} / {result['strategy']}", result["summary"]), "",
+             *(["predicted time outside the table's support, per kernel family:", table(outside), ""]
+               if len(outside) else []),
              "GPU time per operator:", table(result["operators"]), "",
              "per operator and representation (inputs -> output):", table(result["representations"]), "",
              "top dispatches:", table(result["top_dispatches"])]
     if "vs" in result:
-        lines += ["", headline(result["vs"], result["vs_summary"]), "",
+        lines += ["", *headline(result["vs"], result["vs_summary"]), "",
                   f"per operator, {result['strategy']} -> {result['vs']} (delta > 0: slower under {result['vs']}):",
                   table(result["operator_changes"]), "",
                   f"nodes {result['vs']} represents differently ({result['representation_changes_ms']:+.3f} ms "

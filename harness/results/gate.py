@@ -22,6 +22,7 @@ import pandas as pd
 
 from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, higher_is_better
 from harness.results.frames import frame
+from harness.results.prediction_trust import difference_note, listed, trust_notes
 from harness.results.store import MalformedRecordError, RecordStore, latest
 from harness.results.table import format_number
 from layoutkit.errors import UsageError
@@ -121,12 +122,6 @@ def _why_not_gated(record: pd.Series, metric: str) -> str:
     return f"{condition[0]} {record.get(condition[0])!r} (not {condition[1]!r})"
 
 
-def _outside_ms(record: pd.Series) -> float:
-    """The predicted ms of a record's nodes outside its table's support."""
-    outside = record.get("predicted_outside_support")
-    return sum(outside.values()) if isinstance(outside, dict) else 0.0
-
-
 MOSTLY_FITTED = 0.5  # below this share measured on the model itself, a predicted time is mostly the fit's
 
 
@@ -139,18 +134,8 @@ def _trust(base: pd.Series, cand: pd.Series, metric: str) -> str | None:
     measured = cand.get("predicted_measured_share")
     if not _no_value(measured) and measured < MOSTLY_FITTED:
         notes.append(f"mostly fitted: {100 * measured:.0f} % measured on this model")
-    if not _no_value(cand.get("predicted_gpu_ms_low")):
-        notes.append(f"{100 * cand['predicted_interval_level']:.0f} % interval "
-                     f"{format_number(cand['predicted_gpu_ms_low'])}-{format_number(cand['predicted_gpu_ms_high'])} ms")
-    share = cand.get("predicted_outside_support_share")
-    if not _no_value(share) and share > 0:
-        families = sorted(cand["predicted_outside_support"], key=cand["predicted_outside_support"].get, reverse=True)
-        notes.append(f"{100 * share:.0f} % outside the table's support ({_listed(families)})")
-    difference, outside = cand[metric] - base[metric], _outside_ms(cand) - _outside_ms(base)
-    if difference and abs(outside) >= abs(difference) / 2:
-        notes.append(f"{format_number(outside)} of the {format_number(difference)} ms difference lies in nodes "
-                     "outside the table's support")
-    return "; ".join(notes) or None
+    notes += [*trust_notes(cand), difference_note(base, cand)]
+    return "; ".join(filter(None, notes)) or None
 
 
 def _environment(record: pd.Series) -> dict:
@@ -193,11 +178,6 @@ FAILING_VERDICTS = ("worse", "missing")
 
 def _place(identity: dict) -> str:
     return " / ".join(str(identity[k]) for k in IDENTITY_KEYS)
-
-
-def _listed(items: list[str], shown: int = 3) -> str:
-    text = "; ".join(items[:shown])
-    return f"{text}; and {len(items) - shown} more" if len(items) > shown else text
 
 
 def _status(role: str, record: pd.Series | None) -> str:
@@ -282,7 +262,7 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
             rows.append({**identity, "metric": "status", "verdict": "uncompared",
                          "note": f"{_status('baseline', base)}; {_status('candidate', cand)}"})
     if incomparable:
-        measured = "; ".join(f"{how}: {_listed(places)}" for how, places in incomparable.items())
+        measured = "; ".join(f"{how}: {listed(places)}" for how, places in incomparable.items())
         raise GateError(f"the baseline and the candidate were measured {measured}: their values are not "
                         f"comparable; gate results of one device, precision and cost table, or pass "
                         f"{ALLOW_INCOMPARABLE} to compare them all the same")
@@ -290,7 +270,7 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
     verdicts = pd.DataFrame(rows, columns=columns)
     if not verdicts["verdict"].isin(COMPARED_VERDICTS).any():
         unmatched = [f"{_place(row)}: {row['note']}" for row in rows]
-        raise GateError(f"the gate compared nothing: {_listed(unmatched)}; measure the baseline where these "
+        raise GateError(f"the gate compared nothing: {listed(unmatched)}; measure the baseline where these "
                         "records can be ok, or gate metrics its records hold (--threshold)")
     return verdicts
 
