@@ -117,11 +117,9 @@ def _parser() -> argparse.ArgumentParser:
         "profile", help="where one strategy's program spends GPU time (ET-VK ETDump), per operator and "
         "representation; with --vs, what another strategy's choices change")
     add_model_and_strategies(profile, "a second strategy to compare with")
-    profile.add_argument("--out", default="results", help="results directory the runs are kept in (reused "
-                         "while nothing changed; default: %(default)s)")
+    profile.add_argument("--out", default="results", help="where the runs are kept (reused while nothing changed)")
     profile.add_argument("--fresh", action="store_true", help="run again even if the results directory has the runs")
-    profile.add_argument("--recorded", action="store_true", help="profile the runs --out already holds (e.g. "
-                         "another machine's, from import-remote); run nothing")
+    profile.add_argument("--recorded", action="store_true", help="profile the runs --out holds (import-remote's); run nothing")
     _add_no_wait_argument(profile)
     profile.add_argument("--chart", help="bar chart file (default: OUT/profile-MODEL-STRATEGY[-vs-OTHER].png)")
     profile.add_argument("--top", type=positive, default=10, help="dispatches in the top list (default 10)")
@@ -179,8 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
     report.add_argument("results", help="results directory written by run")
     report.add_argument("--out", help="HTML file to write (default: RESULTS/report.html; Markdown beside it)")
-    report.add_argument("--v3", metavar="FILE.json", help="in place of the report: the records in the PyTorch OSS "
-                        "benchmark v3 shape, one per model, strategy and metric, for PyTorch's dashboards")
+    report.add_argument("--v3", metavar="FILE.json", help="instead: the records in PyTorch's benchmark v3 shape")
 
     cache = commands.add_parser("cache", help="where the caches are, their entries, size, limit; --clear empties them")
     cache.add_argument("--clear", nargs="*", metavar="KIND", help="empty these kinds of cache (all when none is named)")
@@ -196,8 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("--source", help="build: an ExecuTorch source tree with its submodules (default: a "
                          "shallow clone of the tag of the installed executorch; needs internet)")
     runtime.add_argument("--toolchain", metavar="FILE", help="build: for another device, with this CMake toolchain "
-                         "file (the Android NDK's android.toolchain.cmake with --cmake-arg=-DANDROID_ABI=arm64-v8a "
-                         "--cmake-arg=-DANDROID_PLATFORM=android-26); cached apart, never picked by runs on this host")
+                         "file (docs/new-device.md); cached apart, never picked by runs on this host")
     runtime.add_argument("--cmake-arg", action="append", default=[], metavar="-DNAME=VALUE",
                          help="build: a CMake flag added to the runner's, written --cmake-arg=-DNAME=VALUE "
                          "(repeatable; part of the cache key)")
