@@ -12,6 +12,16 @@ from costmodel.queries import Price, Query
 from costmodel.support import Support
 
 
+def outside_family(query: Query, support: Support | None) -> str | None:
+    """The kernel family of a query that lies outside ``support``; None where it lies inside (or
+    there is no support to lie outside of)."""
+    if support is None:
+        return None
+    family = kernel_family(query.signature, query.input, query.output)
+    features = node_features(query.signature, query.input, query.output, query.transition)
+    return family if support.outside(family, features) else None
+
+
 @dataclass(frozen=True)
 class Prediction:
     """An assignment's predicted time (ms): in all, the part measured on these very nodes, per
@@ -21,6 +31,7 @@ class Prediction:
     measured_ms: float = 0.0
     by_operator: dict = field(default_factory=dict)  # operator ("transition" for clones) -> ms
     outside: dict = field(default_factory=dict)  # kernel family -> fitted ms outside the support
+    outside_nodes: int = 0  # nodes and transitions priced outside the support
 
     @classmethod
     def of(cls, queries: list[Query], prices: list[Price], support: Support | None = None) -> "Prediction":
@@ -29,17 +40,16 @@ class Prediction:
         total = measured = 0.0
         by_operator: dict = {}
         outside: dict = {}
+        outside_nodes = 0
         for query, price in zip(queries, prices):
             total += price.ms
             by_operator[query.operator] = by_operator.get(query.operator, 0.0) + price.ms
             if price.measured:
                 measured += price.ms
-            elif support is not None:
-                family = kernel_family(query.signature, query.input, query.output)
-                if support.outside(family, node_features(query.signature, query.input, query.output,
-                                                         query.transition)):
-                    outside[family] = outside.get(family, 0.0) + price.ms
-        return cls(total, measured, by_operator, outside)
+            elif family := outside_family(query, support):
+                outside[family] = outside.get(family, 0.0) + price.ms
+                outside_nodes += 1
+        return cls(total, measured, by_operator, outside, outside_nodes)
 
     @property
     def outside_ms(self) -> float:
@@ -55,4 +65,5 @@ class Prediction:
             return {key: first.get(key, 0.0) + second.get(key, 0.0) for key in {**first, **second}}
 
         return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms,
-                          summed(self.by_operator, other.by_operator), summed(self.outside, other.outside))
+                          summed(self.by_operator, other.by_operator), summed(self.outside, other.outside),
+                          self.outside_nodes + other.outside_nodes)

@@ -16,6 +16,10 @@ from harness.commands.sweeps import start_local_workers, sweep
 def calibrate(args) -> int:
     from harness.errors import UsageError
 
+    if args.top_up:
+        from harness.commands.top_up import top_up
+
+        return top_up(args)
     if not (args.fit or args.models or args.zoo or args.prior):
         raise UsageError("say what to calibrate on (--models or --zoo, or --prior TABLE), or which runs to fit "
                          "(--fit RUNS ...)")
@@ -43,7 +47,9 @@ def calibrate(args) -> int:
         if prior is not None:
             records = _sweep_chosen(args, *prior)
             if args.pack:
-                return _pack_chosen(args, records)
+                from harness.commands.upkeep import pack_programs
+
+                return pack_programs(args, records, f"calibrate --fit DEVICE_RUNS --prior {args.prior}")
         else:
             names = [round_name(n) for n in range(1, args.rounds + 1)]
             names += strategies.resolve_strategies(args.strategies) if args.strategies else []
@@ -81,9 +87,10 @@ def add_few_shot_arguments(calibrate) -> None:
                            "table (its kept nodes beside it, NAME-nodes.jsonl.gz) chooses --budget programs, runs "
                            "them (or --fit their runs) and keeps the prior where it holds, else transfers it")
     calibrate.add_argument("--budget", type=positive, default=10, help="programs --prior chooses (default %(default)s)")
-    calibrate.add_argument("--pack", metavar="OUT", help="with --prior, for a device elsewhere: run each program here "
-                           "once (its outputs against eager, untimed) and pack them into OUT (a .tar, .tar.gz or .tar.xz "
-                           "for remote_runner.py, else a bundle for run.sh); then import-remote and --fit")
+    calibrate.add_argument("--pack", metavar="OUT", help="with --prior or --top-up, for a device elsewhere: run each "
+                           "program here once (its outputs against eager, untimed) and pack them into OUT (a .tar, "
+                           ".tar.gz or .tar.xz for remote_runner.py, else a bundle for run.sh); then import-remote and "
+                           "--fit")
 
 
 def read_prior(path):
@@ -123,25 +130,6 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
     running = "" if args.pack else f", running them about {_device_seconds(records):.0f} s on {_device_of(records)}"
     say(f"lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}")
     return records
-
-
-def _pack_chosen(args, records: list[dict]) -> int:
-    """``--pack``: the chosen programs, checked here, packed for the device, and what to do next."""
-    from harness.errors import UsageError
-    from harness.targets.vulkan.remote import packing
-
-    if any(r["status"] != "ok" for r in records):
-        raise UsageError(f"not packed: {sum(r['status'] != 'ok' for r in records)} of the {len(records)} programs "
-                         "did not lower or run here (reasons above)")
-    bundle = Path(args.pack).suffix not in packing.TAR_MODES
-    count = packing.pack_bundle(args.out, args.pack) if bundle else packing.pack(args.out, args.pack)
-    runs = ("its run.sh" if bundle else
-            "remote_runner.py PROGRAMS executor_runner device.tar --warmup 2 --iterations 20 --processes 3")
-    say(f"{count} programs packed into {args.pack}; run them there ({runs}), then: layoutbench "
-        f"import-remote {args.out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --fit DEVICE_RUNS --prior "
-        f"{args.prior}")
-    print(args.pack)
-    return 0
 
 
 def _lowering_seconds(records: list[dict]) -> float:

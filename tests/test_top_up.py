@@ -1,0 +1,139 @@
+"""``calibrate --top-up``: a table topped up for one model whose nodes lie outside its support,
+on a stand-in device that measures what the top-up's programs hold."""
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from costmodel.features import TRANSITION
+from costmodel.fit import fit, topped_up
+from costmodel.intervals import Intervals
+from costmodel.kernel_families import FAMILY_SHADERS
+from costmodel.measurements import NODE_COLUMNS, PROGRAM_COLUMNS, Measurements
+from costmodel.per_operator import PerOperatorModel
+from costmodel.queries import ANY
+from costmodel.support import FEATURES, Support
+from costmodel.table import CostTable, load, save
+
+from .test_gpu_time import NAMES, _measurements
+
+MODEL = "synthetic:6:1"  # a convolution, a linear and a few elementwise and view nodes: lowers in seconds
+LEFT_OUT = "conv2d:direct"  # the family of its convolutions, which the table below never measured
+RELU, GELU = "aten.relu.default", "aten.gelu.default"
+
+
+def _table_without_convolutions() -> CostTable:
+    """A hand-built table: every family MODEL has measured at any size but its convolutions'."""
+    families = [f for f in FAMILY_SHADERS if not f.startswith("conv")] + ["mul", "permute_copy", "view_copy"]
+    support = Support({f: {feature: [-100.0, 100.0] for feature in FEATURES} for f in families}, dict.fromkeys(families, 1))
+    lines = {("aten.convolution.default", ANY, ANY): (0.05, 0.0), ("aten.linear.default", ANY, ANY): (0.01, 0.0),
+             (TRANSITION, ANY, ANY): (0.002, 0.001)}
+    intervals = Intervals.of([-0.05, 0.0, 0.05] * 10, [0.0] * 30, {"mul": [0.3]})
+    return CostTable("stand-in", PerOperatorModel(lines), support=support, intervals=intervals).identified()
+
+
+def _stand_in_device(measured: list):
+    """A sweep that, in place of lowering and running the top-up's programs on a device,
+    measures each node of every round's assignment (as the round's own solve left it) at 0.02 ms;
+    its measurements are appended to ``measured``."""
+    from strategies.calibration import top_up_rounds
+
+    def sweep(args, models, names, targets):
+        table = load(args.costs)
+        problems = _problems[-1]
+        rows = []
+        for number, name in enumerate(names, 1):
+            for problem in problems:
+                solution = top_up_rounds(problem, table).solution(number, 20.0)
+                for op, a, b in solution.assignment.operator_reprs():
+                    info = problem.operators[op]
+                    rows.append({"model": models[0], "strategy": name, "run": 0, "partition": 0, "graph": problem.graph,
+                                 "node": op, "operator": info.operator, "transition": False,
+                                 "input": _name(a), "output": _name(b), "signature": info.signature, "ms": 0.02,
+                                 "processes": 1})
+        programs = pd.DataFrame([[0, models[0], name, None, [1.0]] for name in names], columns=PROGRAM_COLUMNS)
+        measured.append(Measurements("stand-in", pd.DataFrame(rows, columns=NODE_COLUMNS), programs))
+        return [{"status": "ok", "model": models[0], "strategy": name} for name in names]
+
+    return sweep
+
+
+def _name(representation) -> str:
+    from costmodel.queries import pair_name
+
+    return pair_name(representation) if representation else ""
+
+
+_problems: list = []  # the layout problems the top-up planned on, for the stand-in device
+
+
+def test_a_top_up_measures_only_the_nodes_outside_the_support_and_prices_them_measured_after(
+        tmp_path, monkeypatch, capsys):
+    from harness import cli
+    from harness.commands import top_up
+    from harness.inspection import top_up as inspection
+    from harness.targets.vulkan.local import measured_nodes
+
+    costs, out = tmp_path / "costs.json", tmp_path / "top-up"
+    save(_table_without_convolutions(), costs)
+    plan, measured = inspection.top_up_plan, []
+    monkeypatch.setattr(inspection, "top_up_plan", lambda problems, table: _problems.append(problems) or plan(
+        problems, table))
+    monkeypatch.setattr(top_up, "sweep", _stand_in_device(measured))
+    monkeypatch.setattr(measured_nodes, "load_measurements", lambda sources, device: measured[-1])
+    before = costs.read_bytes()
+    assert cli.main(["calibrate", "--top-up", MODEL, "--costs", str(costs), "--strategies", "bfs-downstream",
+                     "--out", str(out), "--workers", "0"]) == 0
+    captured = capsys.readouterr()
+    [programs] = measured
+    rounds = sorted(programs.programs["strategy"])
+    assert rounds and all(name.startswith("calibration-top-up-") for name in rounds)
+    assert f"{len(rounds)} top-up program" in captured.err and f"in {LEFT_OUT} (" in captured.err
+    assert costs.read_bytes() == before  # the input table is left as it was
+    new = load(out / "costs.json")
+    assert all(new.nodes[(r.graph, r.node, r.input, r.output)] == 0.02 for r in programs.nodes.itertuples())
+    assert new.corpus["topped_up"] == [MODEL]
+    [row] = pd.read_fwf(io.StringIO(captured.out)).to_dict("records")
+    assert row["outside_share_before"] > 0 and row["outside_nodes_before"] == 3
+    assert row["outside_share_after"] == 0 and row["outside_nodes_after"] == 0
+
+    # Topped up, the model has nothing outside: a second top-up says so, and writes nothing.
+    assert cli.main(["calibrate", "--top-up", MODEL, "--costs", str(out / "costs.json"), "--strategies",
+                     "bfs-downstream", "--out", str(tmp_path / "again"), "--workers", "0"]) == 2
+    [line] = capsys.readouterr().err.splitlines()[-1:]
+    assert line.startswith("layoutbench: error: nothing to top up:") and not (tmp_path / "again").exists()
+
+
+def test_a_table_without_support_is_refused_in_one_line(tmp_path, capsys):
+    from harness import cli
+
+    costs = tmp_path / "costs.json"
+    save(CostTable("gpu", PerOperatorModel({})).identified(), costs)
+    assert cli.main(["calibrate", "--top-up", MODEL, "--costs", str(costs), "--out", str(tmp_path / "out"),
+                     "--workers", "0"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"layoutbench: error: {costs} states no support, so nothing can be said to lie outside it: fit it with this "
+        "layoutbench (calibrate --fit NODES) first"]
+
+
+def _relus(model: str, count: int = 8) -> list[tuple]:
+    return [(model, f"n{i}", RELU, (1, 4 + i, 8, 8), NAMES[0], 0.001 * (i + 1)) for i in range(count)]
+
+
+def test_the_models_own_measurements_win_and_with_the_corpus_the_support_grows():
+    corpus = _measurements([row for model in ("m0", "m1", "m2", "m3") for row in _relus(model)])
+    table = fit(corpus)
+    assert set(table.support.ranges) == {"relu"}
+    remeasured = ("m0", "n0", RELU, (1, 4, 8, 8), NAMES[0], 0.5)  # the corpus has it at 0.001 ms
+    own = _measurements([remeasured, *[("new", f"g{i}", GELU, (1, 8, 8, 8 + i), NAMES[0], 0.004) for i in range(6)]])
+
+    kept = topped_up(table, own)
+    assert kept.nodes[("m0", "n0", NAMES[0], NAMES[0])] == 0.5 and kept.nodes[("new", "g0", NAMES[0], NAMES[0])] == 0.004
+    assert json.dumps(kept.model.to_json()) == json.dumps(table.model.to_json()) and kept.support == table.support
+    assert table.nodes[("m0", "n0", NAMES[0], NAMES[0])] == pytest.approx(0.001)  # the input table is not changed
+    assert kept.corpus["topped_up"] == ["m0", "new"] and kept.digest != table.digest
+
+    refit = topped_up(table, own, corpus)
+    assert refit.support.nodes["gelu"] == 6 and refit.nodes[("m0", "n0", NAMES[0], NAMES[0])] == 0.5
