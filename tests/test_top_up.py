@@ -35,24 +35,23 @@ def _table_without_convolutions() -> CostTable:
 
 
 def _stand_in_device(measured: list):
-    """A sweep that, in place of lowering and running the top-up's programs on a device,
-    measures each node of every round's assignment (as the round's own solve left it) at 0.02 ms;
-    its measurements are appended to ``measured``."""
-    from strategies.calibration import top_up_rounds
+    """A sweep that, in place of running the top-up's programs on a device, lowers each (as a
+    worker would) and measures every operator node of it at 0.02 ms; its measurements are
+    appended to ``measured``."""
+    from costmodel.queries import pair_name
+    from harness.inspection.kernel_coverage import lowered_program
+    from harness.targets.vulkan.compile.metrics import assignments
 
     def sweep(args, models, names, targets):
-        table = load(args.costs)
-        problems = _problems[-1]
-        rows = []
-        for number, name in enumerate(names, 1):
-            for problem in problems:
-                solution = top_up_rounds(problem, table).solution(number, 20.0)
-                for op, a, b in solution.assignment.operator_reprs():
-                    info = problem.operators[op]
-                    rows.append({"model": models[0], "strategy": name, "run": 0, "partition": 0, "graph": problem.graph,
-                                 "node": op, "operator": info.operator, "transition": False,
-                                 "input": _name(a), "output": _name(b), "signature": info.signature, "ms": 0.02,
-                                 "processes": 1})
+        table, rows = load(args.costs), []
+        for name in names:
+            for assignment in assignments(lowered_program(models[0], name, table)):
+                problem = assignment.problem
+                rows += [{"model": models[0], "strategy": name, "run": 0, "partition": 0, "graph": problem.graph,
+                          "node": op, "operator": problem.operators[op].operator, "transition": False,
+                          "input": pair_name(a) if a else "", "output": pair_name(b),
+                          "signature": problem.operators[op].signature, "ms": 0.02, "processes": 1}
+                         for op, a, b in assignment.operator_reprs()]
         programs = pd.DataFrame([[0, models[0], name, None, [1.0]] for name in names], columns=PROGRAM_COLUMNS)
         measured.append(Measurements("stand-in", pd.DataFrame(rows, columns=NODE_COLUMNS), programs))
         return [{"status": "ok", "model": models[0], "strategy": name} for name in names]
@@ -60,37 +59,40 @@ def _stand_in_device(measured: list):
     return sweep
 
 
-def _name(representation) -> str:
-    from costmodel.queries import pair_name
-
-    return pair_name(representation) if representation else ""
-
-
-_problems: list = []  # the layout problems the top-up planned on, for the stand-in device
-
-
-def test_a_top_up_measures_only_the_nodes_outside_the_support_and_prices_them_measured_after(
-        tmp_path, monkeypatch, capsys):
+def _top_up(costs, out, *options) -> int:
     from harness import cli
-    from harness.commands import top_up
-    from harness.inspection import top_up as inspection
-    from harness.targets.vulkan.local import measured_nodes
 
-    costs, out = tmp_path / "costs.json", tmp_path / "top-up"
+    return cli.main(["calibrate", "--top-up", MODEL, "--costs", str(costs), "--strategies", "bfs-downstream",
+                     "--out", str(out), "--workers", "0", *options])
+
+
+def test_a_top_up_packed_for_a_device_elsewhere_measures_only_the_nodes_outside_the_support_and_folds_them_in(
+        tmp_path, monkeypatch, capsys):
+    """Packed for a stand-in device, then its runs folded in as the packing says: the
+    programs packed are top-up rounds only, each covering pairs outside the support; after,
+    the model's nodes are priced as measured, nothing of it outside the support."""
+    from harness.commands import top_up
+    from harness.targets.vulkan.local import measured_nodes
+    from harness.targets.vulkan.remote import packing
+
+    costs, out, device_runs = tmp_path / "costs.json", tmp_path / "top-up", tmp_path / "device-runs"
     save(_table_without_convolutions(), costs)
-    plan, measured = inspection.top_up_plan, []
-    monkeypatch.setattr(inspection, "top_up_plan", lambda problems, table: _problems.append(problems) or plan(
-        problems, table))
+    before, measured = costs.read_bytes(), []
     monkeypatch.setattr(top_up, "sweep", _stand_in_device(measured))
-    monkeypatch.setattr(measured_nodes, "load_measurements", lambda sources, device: measured[-1])
-    before = costs.read_bytes()
-    assert cli.main(["calibrate", "--top-up", MODEL, "--costs", str(costs), "--strategies", "bfs-downstream",
-                     "--out", str(out), "--workers", "0"]) == 0
-    captured = capsys.readouterr()
+    monkeypatch.setattr(packing, "pack", lambda results, archive: len(measured[-1].programs))
+    assert _top_up(costs, out, "--pack", str(tmp_path / "top-up.tar")) == 0
+    err = capsys.readouterr().err
     [programs] = measured
     rounds = sorted(programs.programs["strategy"])
-    assert rounds and all(name.startswith("calibration-top-up-") for name in rounds)
-    assert f"{len(rounds)} top-up program" in captured.err and f"in {LEFT_OUT} (" in captured.err
+    assert rounds == [f"calibration-top-up-{n}" for n in range(1, len(rounds) + 1)]
+    assert f"{len(rounds)} top-up program" in err and f"in {LEFT_OUT} (" in err
+    assert (f"import-remote {out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --top-up {MODEL} --costs {costs} "
+            f"--fit DEVICE_RUNS --out {out}") in err
+
+    monkeypatch.setattr(measured_nodes, "load_measurements",
+                        lambda sources, device: programs if sources == [str(device_runs)] else None)
+    assert _top_up(costs, out, "--fit", str(device_runs)) == 0
+    captured = capsys.readouterr()
     assert costs.read_bytes() == before  # the input table is left as it was
     new = load(out / "costs.json")
     assert all(new.nodes[(r.graph, r.node, r.input, r.output)] == 0.02 for r in programs.nodes.itertuples())
@@ -100,22 +102,29 @@ def test_a_top_up_measures_only_the_nodes_outside_the_support_and_prices_them_me
     assert row["outside_share_after"] == 0 and row["outside_nodes_after"] == 0
 
     # Topped up, the model has nothing outside: a second top-up says so, and writes nothing.
-    assert cli.main(["calibrate", "--top-up", MODEL, "--costs", str(out / "costs.json"), "--strategies",
-                     "bfs-downstream", "--out", str(tmp_path / "again"), "--workers", "0"]) == 2
+    assert _top_up(out / "costs.json", tmp_path / "again") == 2
     [line] = capsys.readouterr().err.splitlines()[-1:]
     assert line.startswith("layoutbench: error: nothing to top up:") and not (tmp_path / "again").exists()
 
 
 def test_a_table_without_support_is_refused_in_one_line(tmp_path, capsys):
-    from harness import cli
-
     costs = tmp_path / "costs.json"
     save(CostTable("gpu", PerOperatorModel({})).identified(), costs)
-    assert cli.main(["calibrate", "--top-up", MODEL, "--costs", str(costs), "--out", str(tmp_path / "out"),
-                     "--workers", "0"]) == 2
+    assert _top_up(costs, tmp_path / "out") == 2
     assert capsys.readouterr().err.splitlines() == [
         f"layoutbench: error: {costs} states no support, so nothing can be said to lie outside it: fit it with this "
         "layoutbench (calibrate --fit NODES) first"]
+
+
+@pytest.mark.parametrize("options, error", [
+    (["--models", "synthetic_small"], "--top-up lowers its own programs for one model: drop --models"),
+    (["--pack", "a.tar", "--fit", "runs"], "--pack packs the top-up's programs for a device elsewhere; --fit folds"),
+    (["--costs", ""], "--top-up tops up a cost table: name it with --costs TABLE"),
+], ids=["models", "pack and fit", "no table"])
+def test_a_top_up_asked_wrongly_is_refused_in_one_line(tmp_path, capsys, options, error):
+    assert _top_up(tmp_path / "costs.json", tmp_path / "out", *options) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"layoutbench: error: {error}")
 
 
 def _relus(model: str, count: int = 8) -> list[tuple]:
