@@ -53,11 +53,16 @@ class Coverage(Objective):
 
     def cover(self, assignment: Assignment) -> "Coverage":
         """The coverage once ``assignment``'s nodes are measured too."""
-        return Coverage(self.problem, self.covered | {_pair(*reads) for reads in assignment.operator_reprs()})
+        return Coverage(self.problem, self.covered | pairs_of(assignment))
 
 
 def _pair(op: str, input_repr, output_repr) -> tuple[str, str, str]:
     return op, pair_name(input_repr) if input_repr else "", pair_name(output_repr)
+
+
+def pairs_of(assignment: Assignment) -> set:
+    """Its operator nodes' (node, input, output) pairs, named as :class:`Coverage` names them."""
+    return {_pair(*reads) for reads in assignment.operator_reprs()}
 
 
 class _Rounds:

@@ -3,6 +3,7 @@ on a stand-in device that measures what the top-up's programs hold."""
 
 import io
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ from .test_gpu_time import NAMES, _measurements
 MODEL = "synthetic:6:1"  # a convolution, a linear and a few elementwise and view nodes: lowers in seconds
 LEFT_OUT = "conv2d:direct"  # the family of its convolutions, which the table below never measured
 RELU, GELU = "aten.relu.default", "aten.gelu.default"
+DEVICE = "stand-in H200"  # the device the runs were of; the table is of another that runs ET-VK alike
 
 
 def _table_without_convolutions() -> CostTable:
@@ -35,9 +37,9 @@ def _table_without_convolutions() -> CostTable:
 
 
 def _stand_in_device(measured: list):
-    """A sweep that, in place of running the top-up's programs on a device, lowers each (as a
-    worker would) and measures every operator node of it at 0.02 ms; its measurements are
-    appended to ``measured``."""
+    """A sweep that, in place of running the top-up's programs on :data:`DEVICE`, lowers each
+    (as a worker would) and measures every operator node of it at 0.02 ms; its measurements
+    are appended to ``measured``."""
     from costmodel.queries import pair_name
     from harness.inspection.kernel_coverage import lowered_program
     from harness.targets.vulkan.compile.metrics import assignments
@@ -53,7 +55,7 @@ def _stand_in_device(measured: list):
                           "signature": problem.operators[op].signature, "ms": 0.02, "processes": 1}
                          for op, a, b in assignment.operator_reprs()]
         programs = pd.DataFrame([[0, models[0], name, None, [1.0]] for name in names], columns=PROGRAM_COLUMNS)
-        measured.append(Measurements("stand-in", pd.DataFrame(rows, columns=NODE_COLUMNS), programs))
+        measured.append(Measurements(DEVICE, pd.DataFrame(rows, columns=NODE_COLUMNS), programs))
         return [{"status": "ok", "model": models[0], "strategy": name} for name in names]
 
     return sweep
@@ -84,15 +86,24 @@ def test_a_top_up_packed_for_a_device_elsewhere_measures_only_the_nodes_outside_
     err = capsys.readouterr().err
     [programs] = measured
     rounds = sorted(programs.programs["strategy"])
-    assert rounds == [f"calibration-top-up-{n}" for n in range(1, len(rounds) + 1)]
-    assert f"{len(rounds)} top-up program" in err and f"in {LEFT_OUT} (" in err
+    assert f"in {LEFT_OUT} (" in err  # its three convolutions, one pair each: one round measures them all
+    assert ("1 top-up program measures 3 of the 3 node x representation pairs outside the support, 3 of the 3 that "
+            "bfs-downstream hold") in err and rounds == ["calibration-top-up-1"]
     assert (f"import-remote {out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --top-up {MODEL} --costs {costs} "
             f"--fit DEVICE_RUNS --out {out}") in err
 
-    monkeypatch.setattr(measured_nodes, "load_measurements",
-                        lambda sources, device: programs if sources == [str(device_runs)] else None)
-    assert _top_up(costs, out, "--fit", str(device_runs)) == 0
+    def load_measurements(sources, device):  # as the device's runs would be read, and named ``device``'s
+        assert sources == [str(device_runs)]
+        return replace(programs, device=device or programs.device, measured_on=(DEVICE,) if device else ())
+
+    monkeypatch.setattr(measured_nodes, "load_measurements", load_measurements)
+    assert _top_up(costs, out, "--fit", str(device_runs)) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"layoutbench: error: the runs are of {DEVICE}, the table of stand-in: where the one runs ET-VK as the other "
+        "does, add --as-device \"stand-in\""]
+    assert _top_up(costs, out, "--fit", str(device_runs), "--as-device", "stand-in") == 0
     captured = capsys.readouterr()
+    assert f"node prices of {MODEL} (measured on {DEVICE}) added and 0 replaced by its own; its fit kept" in captured.err
     assert costs.read_bytes() == before  # the input table is left as it was
     new = load(out / "costs.json")
     assert all(new.nodes[(r.graph, r.node, r.input, r.output)] == 0.02 for r in programs.nodes.itertuples())

@@ -45,6 +45,7 @@ def top_up(args) -> int:
         raise UsageError(f"{args.costs} states no support, so nothing can be said to lie outside it: fit it with "
                          "this layoutbench (calibrate --fit NODES) first")
     corpus = read_measurements(Path(args.corpus)) if args.corpus else None
+    measurements = _measured(args, model, table) if args.fit else None
     before = priced_programs(model, names, table)
     outside = before.outside()
     if not outside:
@@ -55,12 +56,14 @@ def top_up(args) -> int:
         f"{summary['outside_share'].max():.1%} of a program's predicted time outside the support, in "
         + ", ".join(f"{family} ({ms:.3f} ms)" for family, ms in sorted(outside.items(), key=lambda item: -item[1])))
     if not args.fit:
-        rounds, covered, pairs = top_up_plan(before.problems, table)
-        if not rounds:
+        plan = top_up_plan(before, table)
+        if not plan.rounds:
             raise UsageError(f"nothing to top up: what {model}'s programs spend outside the support is in "
                              "transitions, which no round measures apart")
-        say(f"{rounds} top-up program{'s' * (rounds > 1)} measure{'s' * (rounds == 1)} {covered} of the {pairs} "
-            "node x representation pairs outside the support")
+        rounds = plan.rounds
+        say(f"{rounds} top-up program{'s' * (rounds > 1)} measure{'s' * (rounds == 1)} {plan.covered} of the "
+            f"{plan.outside} node x representation pairs outside the support, {plan.used_covered} of the {plan.used} "
+            f"that {', '.join(names)} hold")
         if args.pack:
             args.warmup = args.iterations = args.processes = 1  # only outputs matter here: the device times them
         records = sweep(args, [model], [top_up_round_name(n) for n in range(1, rounds + 1)], ["vulkan-run"])
@@ -72,10 +75,24 @@ def top_up(args) -> int:
                                  f"DEVICE_RUNS{corpus_option} --out {args.out}")
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no top-up program ran, so there is nothing to fold in (reasons above)")
-    return _fold(args, model, names, table, corpus, before)
+        measurements = _measured(args, model, table)
+    return _fold(args, model, names, table, corpus, before, measurements)
 
 
-def _fold(args, model: str, names: list[str], table, corpus, before) -> int:
+def _measured(args, model: str, table):
+    """What the top-up's runs (``--fit``'s, else ``--out``'s) measured of ``model``, of the table's device."""
+    from harness.targets.vulkan.local.measured_nodes import load_measurements
+
+    measurements = load_measurements(args.fit or [args.out], args.as_device).of_models([model])
+    if measurements.nodes.empty:
+        raise UsageError(f"the runs measured no node of {model}: fold in the top-up's own runs")
+    if measurements.device != table.device:
+        raise UsageError(f"the runs are of {measurements.device}, the table of {table.device}: where the one "
+                         f"runs ET-VK as the other does, add --as-device \"{table.device}\"")
+    return measurements
+
+
+def _fold(args, model: str, names: list[str], table, corpus, before, measurements) -> int:
     """The runs folded into ``table``, the new table written and the programs priced again."""
     from costmodel.fit import topped_up
     from costmodel.measurements import write_measurements
@@ -83,12 +100,7 @@ def _fold(args, model: str, names: list[str], table, corpus, before) -> int:
     from harness.inspection.top_up import priced_programs
     from harness.results.results_dir import ResultsDir
     from harness.results.table import format_number
-    from harness.targets.vulkan.local.measured_nodes import load_measurements
 
-    measurements = load_measurements(args.fit or [args.out], args.as_device)
-    measurements = measurements.of_models([model])
-    if measurements.nodes.empty:
-        raise UsageError(f"the runs measured no node of {model}: fold in the top-up's own runs")
     if args.nodes:
         say(f"measured nodes kept in {write_measurements(measurements, args.nodes)}")
     new = topped_up(table, measurements, corpus)
@@ -96,10 +108,10 @@ def _fold(args, model: str, names: list[str], table, corpus, before) -> int:
     save(new, path)
     added = new.nodes.keys() - table.nodes.keys()
     replaced = sum(new.nodes[key] != table.nodes[key] for key in new.nodes.keys() & table.nodes.keys())
-    grown = sorted(f for f, count in new.support.nodes.items() if count != table.support.nodes.get(f))
-    refit = (f"its fit made anew from {args.corpus} and {measurements.device}'s {len(measurements.programs)} "
-             f"programs; support grown in {', '.join(grown) or 'no family'}" if corpus is not None else "its fit kept")
-    measured_on = f" (measured on {measurements.device})" if measurements.device != table.device else ""
+    grown = sorted(f for f, ranges in new.support.ranges.items() if ranges != table.support.ranges.get(f))
+    refit = (f"its fit made anew from {args.corpus} and the {len(measurements.programs)} programs; support grown in "
+             f"{', '.join(grown) or 'no family'}" if corpus is not None else "its fit kept")
+    measured_on = f" (measured on {', '.join(measurements.measured_on)})" if measurements.measured_on else ""
     say(f"{path}: {table.name} with {len(added)} node prices of {model}{measured_on} added and {replaced} replaced by "
         f"its own; {refit}")
     after = priced_programs(model, names, new).summary(new)

@@ -19,6 +19,7 @@ class PricedPrograms:
 
     predictions: dict  # strategy -> Prediction
     problems: list
+    used: dict  # graph -> the (node, input, output) pairs the programs hold
 
     def outside(self) -> dict:
         """Per kernel family, the most any program predicts of it outside the support (ms)."""
@@ -42,21 +43,38 @@ class PricedPrograms:
 def priced_programs(model: str, strategies: list[str], table: CostTable) -> PricedPrograms:
     """``model`` lowered with each of ``strategies`` and priced under ``table``, with progress on stderr."""
     from harness.targets.vulkan.compile.metrics import assignments
+    from strategies.calibration import pairs_of
 
-    predictions, problems = {}, []
+    predictions, problems, used = {}, [], {}
     for number, strategy in enumerate(strategies, 1):
         print(f"[{number}/{len(strategies)}] lowering {model} with {strategy} under {table.name}", file=sys.stderr)
         found = assignments(lowered_program(model, strategy, table))
         predictions[strategy] = sum((assignment.prediction(table) for assignment in found), Prediction())
         problems = problems or [assignment.problem for assignment in found]
-    return PricedPrograms(predictions, problems)
+        for assignment in found:
+            used.setdefault(assignment.problem.graph, set()).update(pairs_of(assignment))
+    return PricedPrograms(predictions, problems, used)
 
 
-def top_up_plan(problems: list, table: CostTable) -> tuple[int, int, int]:
-    """The top-up rounds that add coverage (every partition's first rounds to, that many
-    programs), the pairs outside ``table``'s support they cover and how many there are."""
-    from strategies.calibration import outside_pairs, pairs_covered_per_round
+@dataclass(frozen=True)
+class TopUpPlan:
+    """The top-up rounds that add coverage (a program each), the pairs outside the support they
+    cover of how many there are, and of those the compared programs hold."""
 
-    per_partition = [pairs_covered_per_round(problem, table) for problem in problems]
-    return (max(map(len, per_partition), default=0), sum(map(sum, per_partition)),
-            sum(len(outside_pairs(problem, table)) for problem in problems))
+    rounds: int
+    covered: int
+    outside: int
+    used_covered: int
+    used: int
+
+
+def top_up_plan(programs: PricedPrograms, table: CostTable) -> TopUpPlan:
+    from strategies.calibration import outside_pairs, pairs_covered_per_round, top_up_rounds
+
+    per_partition = [pairs_covered_per_round(problem, table) for problem in programs.problems]
+    used = [(problem, programs.used.get(problem.graph, set()) & outside_pairs(problem, table))
+            for problem in programs.problems]
+    return TopUpPlan(max(map(len, per_partition), default=0), sum(map(sum, per_partition)),
+                     sum(len(outside_pairs(problem, table)) for problem in programs.problems),
+                     sum(len(pairs & top_up_rounds(problem, table).coverage.covered) for problem, pairs in used),
+                     sum(len(pairs) for _, pairs in used))
