@@ -131,7 +131,8 @@ def test_a_table_without_support_is_refused_in_one_line(tmp_path, capsys):
     (["--models", "synthetic_small"], "--top-up lowers its own programs for one model: drop --models"),
     (["--pack", "a.tar", "--fit", "runs"], "--pack packs the top-up's programs for a device elsewhere; --fit folds"),
     (["--costs", ""], "--top-up tops up a cost table: name it with --costs TABLE"),
-], ids=["models", "pack and fit", "no table"])
+    (["--top-up", "synthetic_small,synthetic:6:1"], "--top-up tops a table up for one model, not 2: run it once"),
+], ids=["models", "pack and fit", "no table", "two models"])
 def test_a_top_up_asked_wrongly_is_refused_in_one_line(tmp_path, capsys, options, error):
     assert _top_up(tmp_path / "costs.json", tmp_path / "out", *options) == 2
     [line] = capsys.readouterr().err.splitlines()

@@ -38,7 +38,10 @@ def top_up(args) -> int:
     from harness.sweep import table_check
     from strategies.calibration import top_up_round_name
 
-    [model] = models.resolve_models(args.top_up)
+    chosen = models.resolve_models(args.top_up)
+    if len(chosen) != 1:
+        raise UsageError(f"--top-up tops a table up for one model, not {len(chosen)}: run it once for each")
+    model = chosen[0]
     names = strategies.resolve_strategies(args.strategies or COMPARED)
     table = table_check.load_checked(args.costs)
     if table.support is None:
