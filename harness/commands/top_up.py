@@ -7,7 +7,7 @@ in with ``--fit``); their measurements are folded into the table (the model's ow
 from pathlib import Path
 
 from harness.commands import say
-from harness.commands.sweeps import start_local_workers, sweep
+from harness.commands.sweeps import device_time, start_local_workers, sweep, time_taken
 from harness.errors import UsageError
 
 COMPARED = "bfs-downstream,ilp-time"  # the strategies a user compares: what a top-up serves by default
@@ -70,6 +70,7 @@ def top_up(args) -> int:
         if args.pack:
             args.warmup = args.iterations = args.processes = 1  # only outputs matter here: the device times them
         records = sweep(args, [model], [top_up_round_name(n) for n in range(1, rounds + 1)], ["vulkan-run"])
+        say(time_taken(records, ran=not args.pack))
         if args.pack:
             from harness.commands.upkeep import pack_programs
 
@@ -92,6 +93,12 @@ def _measured(args, model: str, table):
     if measurements.device != table.device:
         raise UsageError(f"the runs are of {measurements.device}, the table of {table.device}: where the one "
                          f"runs ET-VK as the other does, add --as-device \"{table.device}\"")
+    if args.fit:
+        from harness.results.store import RecordStore
+
+        records = [r for path in args.fit if Path(path).is_dir() for r in RecordStore(path).read()
+                   if r["model"] == model]
+        say(f"{len(measurements.programs)} programs of {model} to fold in, run {device_time(records)}")
     return measurements
 
 
