@@ -9,14 +9,16 @@ from pathlib import Path
 from harness.commands import say
 from harness.commands.sweeps import device_time, start_local_workers, sweep, time_taken
 from harness.errors import UsageError
+from layoutkit.reference_strategies import BASELINE_STRATEGY
 
-COMPARED = "bfs-downstream,ilp-time"  # the strategies a user compares: what a top-up serves by default
+COMPARED = f"{BASELINE_STRATEGY},ilp-time"  # the strategies a user compares: what a top-up serves by default
 
 
 def add_top_up_arguments(calibrate) -> None:
     calibrate.add_argument("--top-up", metavar="MODEL", help="top up the --costs table for MODEL: lower the few "
                            "programs that measure its nodes outside the table's support, run them (or --pack them; "
-                           "then --fit their runs) and write the table with them folded in")
+                           "then --fit their runs) and write the table with them folded in; MODEL's --strategies "
+                           f"(default {COMPARED}) are priced before and after")
     calibrate.add_argument("--corpus", metavar="NODES", help="with --top-up: the table's corpus (calibrate --nodes's "
                            "file): its fit is made anew from it and MODEL's measurements, so its support grows")
 

@@ -71,10 +71,11 @@ class TopUpPlan:
 def top_up_plan(programs: PricedPrograms, table: CostTable) -> TopUpPlan:
     from strategies.calibration import outside_pairs, pairs_covered_per_round, top_up_rounds
 
-    per_partition = [pairs_covered_per_round(problem, table) for problem in programs.problems]
-    used = [(problem, programs.used.get(problem.graph, set()) & outside_pairs(problem, table))
-            for problem in programs.problems]
-    return TopUpPlan(max(map(len, per_partition), default=0), sum(map(sum, per_partition)),
-                     sum(len(outside_pairs(problem, table)) for problem in programs.problems),
-                     sum(len(pairs & top_up_rounds(problem, table).coverage.covered) for problem, pairs in used),
-                     sum(len(pairs) for _, pairs in used))
+    rounds = covered = outside = used_covered = used = 0
+    for problem in programs.problems:
+        per_round, targets = pairs_covered_per_round(problem, table), outside_pairs(problem, table)
+        held = programs.used.get(problem.graph, set()) & targets
+        rounds, covered, outside = max(rounds, len(per_round)), covered + sum(per_round), outside + len(targets)
+        used_covered += len(held & top_up_rounds(problem, table).coverage.covered)
+        used += len(held)
+    return TopUpPlan(rounds, covered, outside, used_covered, used)
