@@ -112,10 +112,24 @@ def test_a_top_up_packed_for_a_device_elsewhere_measures_only_the_nodes_outside_
     assert row["outside_share_before"] > 0 and row["outside_nodes_before"] == 3
     assert row["outside_share_after"] == 0 and row["outside_nodes_after"] == 0
 
+    for name, table, share in (("before", costs, row["outside_share_before"]), ("after", out / "costs.json", 0)):
+        record = _record_under(table, tmp_path / name, capsys)  # a record says the same
+        assert record["predicted_outside_support_share"] == pytest.approx(share, abs=1e-4)
+
     # Topped up, the model has nothing outside: a second top-up says so, and writes nothing.
     assert _top_up(out / "costs.json", tmp_path / "again") == 2
     [line] = capsys.readouterr().err.splitlines()[-1:]
     assert line.startswith("layoutbench: error: nothing to top up:") and not (tmp_path / "again").exists()
+
+
+def _record_under(costs, out, capsys) -> dict:
+    """MODEL's bfs-downstream record (lowered, not run) under the table ``costs``."""
+    from harness import cli
+
+    assert cli.main(["run", "--models", MODEL, "--strategies", "bfs-downstream", "--target", "vulkan", "--costs",
+                     str(costs), "--out", str(out), "--workers", "0", "--format", "json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    return record
 
 
 def test_a_table_without_support_is_refused_in_one_line(tmp_path, capsys):
