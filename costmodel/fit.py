@@ -10,7 +10,8 @@ families it measured at which sizes, :mod:`costmodel.support`) and its intervals
 on the same held-out predictions (:mod:`costmodel.intervals`); the probes ``layoutbench
 preferences`` asks, and the spread of identical programs' runs. :func:`transferred` makes a
 new device's table from another's (the prior) and a few of its programs
-(:class:`costmodel.transferred.TransferredModel`), its expected errors measured the same way.
+(:class:`costmodel.transferred.TransferredModel`), its expected errors measured the same way;
+:func:`topped_up`, a table with one model's own measurements folded in.
 
 How well a table predicts a model it never saw is :mod:`harness.inspection.validation`'s.
 """
@@ -24,7 +25,7 @@ from costmodel.features import GraphLoad, node_features
 from costmodel.gradient_boosted import GradientBoostedModel
 from costmodel.intervals import Bounds, Intervals
 from costmodel.kernel_families import kernel_family
-from costmodel.measurements import Measurements
+from costmodel.measurements import Measurements, combined
 from costmodel.queries import Query, graph_loads, node_queries
 from costmodel.support import FEATURES as SUPPORT_FEATURES, Support
 from costmodel.table import CostTable
@@ -211,6 +212,18 @@ def transferred(prior: CostTable, measurements: Measurements, ratios: pd.DataFra
                       support=prior.support, intervals=intervals)
     table.corpus = {**_corpus(measurements, models, table), "prior": prior.name, "shrink": shrink}
     return table.identified()
+
+
+def topped_up(table: CostTable, measurements: Measurements, corpus: Measurements | None = None) -> CostTable:
+    """``table`` with ``measurements`` (a model's, ``calibrate --top-up``'s) folded in: their
+    nodes' measured prices win over the table's; with the table's ``corpus`` (the measurements
+    it was fitted from), its fit made anew from both, so that its support grows too. Its corpus
+    names the models ``topped_up``."""
+    own = measured_prices(measurements.nodes)
+    models = sorted({*table.corpus.get("topped_up", []), *measurements.programs["model"]})
+    base = table if corpus is None else fit(combined([corpus, measurements], table.device))
+    return replace(base, nodes={**table.nodes, **base.nodes, **own},
+                   corpus={**base.corpus, "topped_up": models}).identified()
 
 
 def program_spread(programs: pd.DataFrame) -> float:

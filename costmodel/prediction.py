@@ -19,6 +19,7 @@ class Prediction:
     measured_ms: float = 0.0
     by_operator: dict = field(default_factory=dict)  # operator ("transition" for clones) -> ms
     outside: dict = field(default_factory=dict)  # kernel family -> fitted ms outside the support
+    outside_nodes: int = 0  # nodes and transitions priced outside the support
 
     @classmethod
     def of(cls, queries: list[Query], prices: list[Price], support: Support | None = None) -> "Prediction":
@@ -27,6 +28,7 @@ class Prediction:
         total = measured = 0.0
         by_operator: dict = {}
         outside: dict = {}
+        outside_nodes = 0
         for query, price in zip(queries, prices):
             total += price.ms
             by_operator[query.operator] = by_operator.get(query.operator, 0.0) + price.ms
@@ -36,7 +38,8 @@ class Prediction:
                 family, why = support.place(query)
                 if why:
                     outside[family] = outside.get(family, 0.0) + price.ms
-        return cls(total, measured, by_operator, outside)
+                    outside_nodes += 1
+        return cls(total, measured, by_operator, outside, outside_nodes)
 
     @property
     def outside_ms(self) -> float:
@@ -52,4 +55,5 @@ class Prediction:
             return {key: first.get(key, 0.0) + second.get(key, 0.0) for key in {**first, **second}}
 
         return Prediction(self.ms + other.ms, self.measured_ms + other.measured_ms,
-                          summed(self.by_operator, other.by_operator), summed(self.outside, other.outside))
+                          summed(self.by_operator, other.by_operator), summed(self.outside, other.outside),
+                          self.outside_nodes + other.outside_nodes)

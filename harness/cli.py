@@ -16,7 +16,7 @@ import sys
 from costmodel.table import COSTS_ENV
 from harness import quiet
 from harness.cache import ENTRY_KINDS
-from harness.commands import PROGRAM, explore, fitting, inspections, say, sweeps, upkeep
+from harness.commands import PROGRAM, explore, fitting, inspections, say, sweeps, top_up, upkeep
 from harness.commands.option_types import (
     add_costs_argument, add_model_and_strategies, count, device_limits, gibibytes, positive)
 from harness.results.schema import default_thresholds
@@ -148,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                            "without it (OUT/held-out/MODEL.json; a re-run fits only those missing) predicts its "
                            "programs; OUT/validation.csv. --workers fits at once (default: cores; 0: in this process)")
     fitting.add_few_shot_arguments(calibrate)
+    top_up.add_top_up_arguments(calibrate)
     calibrate.set_defaults(strategies="", target="vulkan-run")
 
     inspections.add_cost_parsers(commands)

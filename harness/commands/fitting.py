@@ -10,12 +10,16 @@ from pathlib import Path
 
 from costmodel.table import save
 from harness.commands import say
-from harness.commands.sweeps import start_local_workers, sweep
+from harness.commands.sweeps import start_local_workers, sweep, time_taken
 
 
 def calibrate(args) -> int:
     from harness.errors import UsageError
 
+    if args.top_up:
+        from harness.commands.top_up import top_up
+
+        return top_up(args)
     if not (args.fit or args.models or args.zoo or args.prior):
         raise UsageError("say what to calibrate on (--models or --zoo, or --prior TABLE), or which runs to fit "
                          "(--fit RUNS ...)")
@@ -46,7 +50,9 @@ def calibrate(args) -> int:
         if prior is not None:
             records = _sweep_chosen(args, *prior)
             if args.pack:
-                return _pack_chosen(args, records)
+                from harness.commands.upkeep import pack_programs
+
+                return pack_programs(args, records, f"calibrate --fit DEVICE_RUNS --prior {args.prior}")
         else:
             names = [round_name(n) for n in range(1, args.rounds + 1)]
             names += strategies.resolve_strategies(args.strategies) if args.strategies else []
@@ -86,9 +92,10 @@ def add_few_shot_arguments(calibrate) -> None:
     calibrate.add_argument("--budget", type=positive, default=10, help="programs --prior chooses (default %(default)s)")
     calibrate.add_argument("--fp16", action="store_true", help="with --prior: choose among the programs that have a "
                            ".fp16 variant and run those (ET-VK in half precision, as phones run), for an fp16 table")
-    calibrate.add_argument("--pack", metavar="OUT", help="with --prior, for a device elsewhere: run each program here "
-                           "once (its outputs against eager, untimed) and pack them into OUT (a .tar, .tar.gz or .tar.xz "
-                           "for remote_runner.py, else a bundle for run.sh); then import-remote and --fit")
+    calibrate.add_argument("--pack", metavar="OUT", help="with --prior or --top-up, for a device elsewhere: run each "
+                           "program here once (its outputs against eager, untimed) and pack them into OUT (a .tar, "
+                           ".tar.gz or .tar.xz for remote_runner.py, else a bundle for run.sh); then import-remote and "
+                           "--fit")
 
 
 def read_prior(path):
@@ -131,8 +138,7 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
         by_strategies.setdefault(tuple(group["strategy"]), []).append(model)
     records = [record for names, chosen_models in by_strategies.items()
                for record in sweep(args, chosen_models, list(names), ["vulkan-run"])]
-    running = "" if args.pack else f", running them about {_device_seconds(records):.0f} s on {_device_of(records)}"
-    say(f"lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}")
+    say(time_taken(records, ran=not args.pack))
     return records
 
 
@@ -143,51 +149,6 @@ def _half_precision_models(programs) -> dict[str, str]:
 
     return {model: model if half_precision(model) else model + FP16_SUFFIX
             for model in programs["model"].unique() if not model.endswith(INT8_SUFFIX)}
-
-
-def _pack_chosen(args, records: list[dict]) -> int:
-    """``--pack``: the chosen programs, checked here, packed for the device, and what to do next."""
-    from harness.errors import UsageError
-    from harness.targets.vulkan.remote import packing
-
-    if any(r["status"] != "ok" for r in records):
-        raise UsageError(f"not packed: {sum(r['status'] != 'ok' for r in records)} of the {len(records)} programs "
-                         "did not lower or run here (reasons above)")
-    bundle = Path(args.pack).suffix not in packing.TAR_MODES
-    count = packing.pack_bundle(args.out, args.pack) if bundle else packing.pack(args.out, args.pack)
-    runs = ("its run.sh" if bundle else
-            "remote_runner.py PROGRAMS executor_runner device.tar --warmup 2 --iterations 20 --processes 3")
-    say(f"{count} programs packed into {args.pack}; run them there ({runs}), then: layoutbench "
-        f"import-remote {args.out} ARCHIVE --out DEVICE_RUNS; layoutbench calibrate --fit DEVICE_RUNS --prior "
-        f"{args.prior}")
-    print(args.pack)
-    return 0
-
-
-def _lowering_seconds(records: list[dict]) -> float:
-    """What lowering ``records``' programs took: each model's export and prefix (or their
-    loads from the cache) once, each program's pass, finish and serialization."""
-    per_model = {r["model"]: sum(r.get(k) or 0 for k in ("export_seconds", "prefix_seconds", "prefix_load_seconds"))
-                 for r in records}
-    per_program = sum(r.get(k) or 0 for r in records for k in ("pass_seconds", "finish_seconds", "serialize_seconds"))
-    return sum(per_model.values()) + per_program
-
-
-def _device_seconds(records: list[dict]) -> float:
-    """About how long the device ran ``records``' programs: each runtime process's load, then
-    its warm-up and timed inferences at the median latency."""
-    total = 0.0
-    for record in records:
-        settings = (record.get("environment") or {}).get("run_settings") or {}
-        inferences = settings.get("warmup", 0) + (record.get("iterations") or 0)
-        total += settings.get("processes", 1) * ((record.get("load_ms") or 0) + inferences * (
-            record.get("latency_ms_median") or 0)) / 1000
-    return total
-
-
-def _device_of(records: list[dict]) -> str:
-    devices = {(r.get("environment") or {}).get("vulkan_device") for r in records} - {None}
-    return ", ".join(sorted(devices)) or "no device"
 
 
 def _transfer(args, prior, measurements):

@@ -112,3 +112,42 @@ def compare(args) -> int:
     if not (args.models or args.zoo):
         raise UsageError("say what to run (--models or --zoo), or what to judge (--baseline and --candidate)")
     return run(args)
+
+
+def _lowering_seconds(records: list[dict]) -> float:
+    """What lowering ``records``' programs took: each model's export and prefix (or their
+    loads from the cache) once, each program's pass, finish and serialization."""
+    per_model = {r["model"]: sum(r.get(k) or 0 for k in ("export_seconds", "prefix_seconds", "prefix_load_seconds"))
+                 for r in records}
+    per_program = sum(r.get(k) or 0 for r in records for k in ("pass_seconds", "finish_seconds", "serialize_seconds"))
+    return sum(per_model.values()) + per_program
+
+
+def _device_seconds(records: list[dict]) -> float:
+    """About how long the device ran ``records``' programs: each runtime process's load, then
+    its warm-up and timed inferences at the median latency."""
+    total = 0.0
+    for record in records:
+        settings = (record.get("environment") or {}).get("run_settings") or {}
+        inferences = settings.get("warmup", 0) + (record.get("iterations") or 0)
+        total += settings.get("processes", 1) * ((record.get("load_ms") or 0) + inferences * (
+            record.get("latency_ms_median") or 0)) / 1000
+    return total
+
+
+def _device_of(records: list[dict]) -> str:
+    devices = {(r.get("environment") or {}).get("vulkan_device") for r in records} - {None}
+    return ", ".join(sorted(devices)) or "no device"
+
+
+def time_taken(records: list[dict], ran: bool = True) -> str:
+    """What lowering ``records``' programs took here, and where they ``ran`` here, about how
+    long the device ran them."""
+    running = f", running them {device_time(records)}" if ran else ""
+    return f"lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}"
+
+
+def device_time(records: list[dict]) -> str:
+    """About how long, and on which device, ``records``' programs ran."""
+    return f"about {_device_seconds(records):.0f} s on {_device_of(records)}"
+

@@ -1,6 +1,8 @@
-"""The upkeep commands: list, report, cache, runtime, serve, dashboard, pack and import-remote."""
+"""The upkeep commands: list, report, cache, runtime, serve, dashboard, pack and import-remote; and the
+packing of a calibration's programs for a device elsewhere."""
 
 import time
+from pathlib import Path
 
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, say
@@ -19,6 +21,25 @@ def pack(args) -> int:
     what = "a bundle for run.sh" if args.bundle else "a tar for remote_runner.py"
     say(f"{count} programs, without their weights, packed into {args.out}, {what}")
     print(args.out)
+    return 0
+
+
+def pack_programs(args, records: list[dict], fit_command: str) -> int:
+    """``--pack``: the programs swept, checked here, packed for the device, and what to do next
+    (``fit_command``: the calibrate command that then fits DEVICE_RUNS)."""
+    from harness.errors import UsageError
+    from harness.targets.vulkan.remote import packing
+
+    if any(r["status"] != "ok" for r in records):
+        raise UsageError(f"not packed: {sum(r['status'] != 'ok' for r in records)} of the {len(records)} programs "
+                         "did not lower or run here (reasons above)")
+    bundle = Path(args.pack).suffix not in packing.TAR_MODES
+    count = packing.pack_bundle(args.out, args.pack) if bundle else packing.pack(args.out, args.pack)
+    runs = ("its run.sh" if bundle else
+            "remote_runner.py PROGRAMS executor_runner device.tar --warmup 2 --iterations 20 --processes 3")
+    say(f"{count} programs packed into {args.pack}; run them there ({runs}), then: layoutbench "
+        f"import-remote {args.out} ARCHIVE --out DEVICE_RUNS; layoutbench {fit_command}")
+    print(args.pack)
     return 0
 
 

@@ -64,19 +64,26 @@ def priced_nodes(lowered, table: CostTable) -> list[dict]:
     return rows
 
 
-def lower_and_price(model: str, strategy: str, table: CostTable, cached_only: bool) -> list[dict] | None:
-    """:func:`priced_nodes` of ``model`` lowered with ``strategy``; None where ``cached_only``
-    and its lowering prefix is not in the cache."""
+def lowered_program(model: str, strategy: str, table: CostTable):
+    """``model`` lowered (from its cached lowering prefix, where there is one) with ``strategy``
+    pricing with ``table``."""
     import strategies
     from harness.pipeline.model import pipeline
     from harness.quiet import output_to_stderr
-    from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX, vulkan_lowering
+    from harness.targets.vulkan.compile.prefix import vulkan_lowering
+
+    with output_to_stderr():
+        return vulkan_lowering(pipeline(model)).lower(strategies.get_strategy(strategy), table)
+
+
+def lower_and_price(model: str, strategy: str, table: CostTable, cached_only: bool) -> list[dict] | None:
+    """:func:`priced_nodes` of ``model`` lowered with ``strategy``; None where ``cached_only``
+    and its lowering prefix is not in the cache."""
+    from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX
 
     if cached_only and not LOWERING_PREFIX.cache.path(LOWERING_PREFIX.key(model)).exists():
         return None
-    with output_to_stderr():
-        lowered = vulkan_lowering(pipeline(model)).lower(strategies.get_strategy(strategy), table)
-    return priced_nodes(lowered, table)
+    return priced_nodes(lowered_program(model, strategy, table), table)
 
 
 class PricedNodesFile:
