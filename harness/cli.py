@@ -198,8 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("--cmake-arg", action="append", default=[], metavar="-DNAME=VALUE",
                          help="build: a CMake flag added to the runner's, written --cmake-arg=-DNAME=VALUE "
                          "(repeatable; part of the cache key)")
-    runtime.add_argument("--rebuild", action="store_true", help="build: compile again (incremental) even if "
-                         "the cache has this runner")
+    runtime.add_argument("--rebuild", action="store_true", help="build: compile again (incremental) if cached")
     runtime.add_argument("--jobs", type=positive, help="build: compile jobs (default: the machine's cores)")
     runtime.add_argument("--et-runner", help="report: as for run, to see what a flag would pick")
 
