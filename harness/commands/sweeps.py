@@ -94,9 +94,36 @@ def run(args) -> int:
     strategy_names = strategies.resolve_strategies(args.strategies)
     targets = resolve_targets(args.target)
     check_columns(args.columns, strategy_names)  # a usage error measures nothing
+    if args.device:
+        return _run_on_device(args, model_names, strategy_names, targets)
     records = sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
     return 1 if any(r["status"] == "failed" for r in records) else 0
+
+
+def _run_on_device(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> int:
+    """run --device: each program made here and run once against eager (untimed, with this
+    machine's runtime), then run on the device with the run settings, its records imported."""
+    import copy
+
+    from harness.errors import UsageError
+    from harness.results.results_dir import ResultsDir
+    from harness.targets import RunSettings
+    from harness.targets.vulkan.local import adb_device
+
+    if set(targets) - {"vulkan", "vulkan-run"}:
+        raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
+    adb = adb_device.connect(args.device, args.adb)
+    runner = adb_device.device_runner(args.et_runner)
+    here = copy.copy(args)
+    here.et_runner, here.warmup, here.iterations, here.processes = None, 1, 1, 1
+    made = sweep(here, model_names, strategy_names, ["vulkan-run"])
+    out = ResultsDir(args.out).device(adb.serial)
+    records = adb_device.run_on_device(adb, Path(args.out), made, runner, RunSettings(
+        warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say)
+    print(render_records(records, args.format, args.columns))
+    say(f"{len(records)} records of {adb.serial} in {out}")
+    return 1 if any(r["status"] == "failed" for r in made + records) else 0
 
 
 def compare(args) -> int:
