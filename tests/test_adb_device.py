@@ -143,6 +143,14 @@ def test_a_device_adb_cannot_use_is_one_line(tmp_path, monkeypatch, devices, opt
     assert str(refused.value) == message
 
 
+def test_a_target_other_than_vulkan_on_a_device_is_one_line_and_nothing_is_made(tmp_path, capsys):
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target",
+                     "vulkan-run,tosa", "--device", "adb", "--out", str(tmp_path / "out")])
+    assert (code, capsys.readouterr().err.splitlines()) == (2, [
+        "layoutbench: error: --device runs Vulkan programs: drop --target vulkan-run,tosa"])
+    assert not (tmp_path / "out").exists()
+
+
 def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypatch, device):
     path = os.environ["PATH"]
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
