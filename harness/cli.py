@@ -93,10 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="measure models x strategies on targets into a results directory")
     _add_sweep_arguments(run, required=True)
     run.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    run.add_argument("--device", help="run the programs on a device reached by adb: adb (the only one attached) or "
-                     "adb:SERIAL; each is made and checked against eager here first, the device's records go into "
-                     "OUT/devices/SERIAL, and --et-runner names the device's runner")
-    run.add_argument("--adb", metavar="PATH", help="with --device: the adb to use (default: adb on PATH)")
+    sweeps.add_device_arguments(run)
 
     gate = commands.add_parser("gate", help="judge a candidate results directory against a baseline; "
                                "exit 1 when a metric got worse past its threshold")

@@ -52,10 +52,11 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def device(tmp_path, monkeypatch) -> Path:
-    """The stand-in's device: its filesystem, with a vulkaninfo on its shell's PATH; every call logged."""
+    """The stand-in's device: its filesystem, with a vulkaninfo pushed to /data/local/tmp, as onto a
+    phone that has none; every call logged."""
     root = tmp_path / "device"
-    (root / "system" / "bin").mkdir(parents=True)
-    _executable(root / "system" / "bin" / "vulkaninfo", VULKANINFO)
+    (root / "data" / "local" / "tmp").mkdir(parents=True)
+    _executable(root / "data" / "local" / "tmp" / "vulkaninfo", VULKANINFO)
     monkeypatch.setenv("STANDIN_ADB_ROOT", str(root))
     monkeypatch.setenv("STANDIN_ADB_LOG", str(tmp_path / "adb.log"))
     monkeypatch.setenv("FAKE_ETDUMPS", str(DATA))
@@ -168,11 +169,11 @@ def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypa
     cross.mkdir(parents=True)
     (cross / "build.json").write_text(json.dumps({"target": "aarch64-linux-gnu"}))
     assert adb_device.device_runner(None) == cross / "executor_runner"
-    (device / "system/bin/vulkaninfo").unlink()
+    (device / "data/local/tmp/vulkaninfo").unlink()
     with pytest.raises(UsageError) as refused:
         _run(results, tmp_path, [])
-    assert str(refused.value) == ("emulator-5554 has no vulkaninfo on its shell's PATH, which names its Vulkan "
-                                  "device and reads its limits there: install one (the Vulkan SDK's, for its ABI), "
+    assert str(refused.value) == ("emulator-5554 has no vulkaninfo, which names its Vulkan device and reads its "
+                                  "limits there: adb push one for its ABI (the Vulkan SDK's) to /data/local/tmp, "
                                   "then re-run")
     assert subprocess.run([str(STANDIN_ADB), "get-state"], capture_output=True, text=True).stdout == "device\n"
 

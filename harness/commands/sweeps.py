@@ -101,6 +101,14 @@ def run(args) -> int:
     return 1 if any(r["status"] == "failed" for r in records) else 0
 
 
+def add_device_arguments(run) -> None:
+    """run's options for a device reached by adb."""
+    run.add_argument("--device", help="run the programs on a device reached by adb: adb (the only one attached) or "
+                     "adb:SERIAL; each is made and checked against eager here first, the device's records go into "
+                     "OUT/devices/SERIAL, and --et-runner names the device's runner")
+    run.add_argument("--adb", metavar="PATH", help="with --device: the adb to use (default: adb on PATH)")
+
+
 def _run_on_device(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> int:
     """run --device: each program made here and run once against eager (untimed, with this
     machine's runtime), then run on the device with the run settings, its records imported."""

@@ -6,10 +6,10 @@ The programs, weightless, and the device's runner go into a bundle for ``run.sh`
 sends only what changed since the last push (adb skips a file of the same size and time there).
 Each program then runs on its own, ``sh run.sh --only PROGRAM`` through ``adb shell`` (the
 device's processes, its event tracer, its Vulkan device and limits read there by its
-vulkaninfo), and its ETDumps are pulled and imported (:mod:`.remote_import`) before the next
-starts: a connection dropped mid-run loses at most the program in flight, and the same command
-resumes, running only the programs whose records are not imported yet. Once every program is,
-the device's scratch directory is removed.
+vulkaninfo, on its PATH or pushed to /data/local/tmp), and its ETDumps are pulled and imported
+(:mod:`.remote_import`) before the next starts: a connection dropped mid-run loses at most the
+program in flight, and the same command resumes, running only the programs whose records are
+not imported yet. Once every program is, the device's scratch directory is removed.
 """
 
 import hashlib
@@ -30,6 +30,8 @@ from harness.targets.vulkan.remote import packing
 from layoutkit.files import cache_folder
 
 DEVICE_DIR = "/data/local/tmp/layoutbench"  # the scratch directory: adb shell may write /data/local/tmp
+# A phone's shell has no vulkaninfo, and adb shell cannot add one to its PATH: one pushed to /data/local/tmp
+WITH_PUSHED_TOOLS = 'export PATH="$PATH:/data/local/tmp"; '
 STATE_ADVICE = {"unauthorized": "accept the USB debugging prompt on its screen",
                 "offline": "reconnect it (unplug it, or `adb reconnect`)"}
 
@@ -135,11 +137,11 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
     todo = [r for r in records if r["target"] == "vulkan-run" and r["status"] == "ok"
             and _program_key(r) not in done]
     if todo:
-        found = adb("shell", f"mkdir -p {DEVICE_DIR} && (command -v vulkaninfo || echo none)",
+        found = adb("shell", f"{WITH_PUSHED_TOOLS}mkdir -p {DEVICE_DIR} && (command -v vulkaninfo || echo none)",
                     doing="making its scratch directory")
         if not found.strip().endswith("vulkaninfo"):
-            raise UsageError(f"{adb.serial} has no vulkaninfo on its shell's PATH, which names its Vulkan device and "
-                             "reads its limits there: install one (the Vulkan SDK's, for its ABI), then re-run")
+            raise UsageError(f"{adb.serial} has no vulkaninfo, which names its Vulkan device and reads its limits "
+                             "there: adb push one for its ABI (the Vulkan SDK's) to /data/local/tmp, then re-run")
         bundle = ResultsDir(results).adb_bundle
         bundle.mkdir(parents=True, exist_ok=True)
         _synced_bundle(results, runner, bundle)
@@ -153,7 +155,8 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
         options = (f"--only {shlex.quote(name)} --out {device_out} --warmup {settings.warmup} "
                    f"--iterations {settings.iterations} --processes {settings.processes}")
         started = time.monotonic()
-        adb("shell", f"cd {DEVICE_DIR} && sh run.sh {options}", doing=f"running {name}")
+        adb("shell", f"{WITH_PUSHED_TOOLS}cd {DEVICE_DIR} && chmod +x {packing.BUNDLE_RUNNER} && sh run.sh {options}",
+            doing=f"running {name}")
         ran = time.monotonic()
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out.parent) as pulled:
