@@ -70,18 +70,24 @@ def _calls(tmp_path: Path) -> list[list[str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def _run(results: Path, tmp_path: Path, said: list) -> list[dict]:
+def _runs(calls: list[list[str]]) -> list[str]:
+    """The shell commands among adb's calls that ran run.sh."""
+    return [call[3] for call in calls if call[2:3] == ["shell"] and "run.sh" in call[3]]
+
+
+def _run(results: Path, tmp_path: Path, said: list, fresh: bool = False) -> list[dict]:
     adb = adb_device.connect("adb", str(STANDIN_ADB))
     runner = _executable(tmp_path / "executor_runner", RUNNER)
     records = list(RecordStore(results).read())
-    return adb_device.run_on_device(adb, results, records, runner, SETTINGS, tmp_path / "device-runs", said.append)
+    return adb_device.run_on_device(adb, results, records, runner, SETTINGS, tmp_path / "device-runs", said.append,
+                                    fresh)
 
 
 def test_programs_run_on_the_device_come_back_as_records_with_latency_and_gpu_time(results, tmp_path, device):
     """Each program run alone by run.sh under mksh with the runs settings, its ETDumps pulled and
     imported: latency and GPU time from them, the device's Vulkan GPU as its vulkaninfo names it,
     progress per program; the scratch directory gone after; a second run runs nothing and pushes
-    nothing, its records the same ones."""
+    nothing, its records the same ones; --fresh runs them again."""
     said = []
     records = _run(results, tmp_path, said)
     assert [r["strategy"] for r in records] == list(RECORDED)
@@ -90,10 +96,10 @@ def test_programs_run_on_the_device_come_back_as_records_with_latency_and_gpu_ti
         assert record["latency_ms_median"] > 0 and 0 < record["transition_gpu_ms"] < record["gpu_dispatch_ms"]
         assert record["environment"]["vulkan_device"] == 'Mali-G715 "Immortalis"'
         assert record["environment"]["run_settings"]["processes"] == 2
-    runs = [call for call in _calls(tmp_path) if call[2:3] == ["shell"] and "run.sh" in call[3]]
-    assert [call[3].split("--only ")[1].split()[0] for call in runs] == [
+    runs = _runs(_calls(tmp_path))
+    assert [run.split("--only ")[1].split()[0] for run in runs] == [
         f"programs/synthetic_small/{strategy}.pte" for strategy in RECORDED]
-    assert "--warmup 1 --iterations 2 --processes 2" in runs[0][3]
+    assert "--warmup 1 --iterations 2 --processes 2" in runs[0]
     assert said[0].startswith("bundle pushed to emulator-5554:/data/local/tmp/layoutbench in ")
     assert said[1].startswith(f"[1/2] programs/synthetic_small/{RECORDED[0]}.pte on emulator-5554: run ")
     assert not (device / "data/local/tmp/layoutbench").exists()
@@ -102,6 +108,10 @@ def test_programs_run_on_the_device_come_back_as_records_with_latency_and_gpu_ti
     assert [call[2:] for call in _calls(tmp_path)[calls:] if call[0] == "-s"] == [
         ["shell", "rm -rf /data/local/tmp/layoutbench"]]
     assert len(RecordStore(tmp_path / "device-runs").read()) == 2
+    calls = len(_calls(tmp_path))
+    assert [r["strategy"] for r in _run(results, tmp_path, said, fresh=True)] == list(RECORDED)
+    assert len(_runs(_calls(tmp_path)[calls:])) == 2
+    assert len(RecordStore(tmp_path / "device-runs").read()) == 4
 
 
 def test_a_dropped_connection_resumes_with_no_record_lost_or_doubled(results, tmp_path, device, monkeypatch):
@@ -120,8 +130,8 @@ def test_a_dropped_connection_resumes_with_no_record_lost_or_doubled(results, tm
     monkeypatch.delenv("STANDIN_ADB_FAIL_AFTER")
     calls, said = len(_calls(tmp_path)), []
     records = _run(results, tmp_path, said)
-    runs = [call for call in _calls(tmp_path)[calls:] if call[2:3] == ["shell"] and "run.sh" in call[3]]
-    assert len(runs) == 1 and f"{RECORDED[1]}.pte" in runs[0][3]
+    runs = _runs(_calls(tmp_path)[calls:])
+    assert len(runs) == 1 and f"{RECORDED[1]}.pte" in runs[0]
     assert "0 files pushed" in said[0], said[0]
     assert [r["strategy"] for r in RecordStore(tmp_path / "device-runs").read()] == list(RECORDED)
     assert all(r["status"] == "ok" for r in records) and len(records) == 2
@@ -144,11 +154,16 @@ def test_a_device_adb_cannot_use_is_one_line(tmp_path, monkeypatch, devices, opt
     assert str(refused.value) == message
 
 
-def test_a_target_other_than_vulkan_on_a_device_is_one_line_and_nothing_is_made(tmp_path, capsys):
-    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target",
-                     "vulkan-run,tosa", "--device", "adb", "--out", str(tmp_path / "out")])
-    assert (code, capsys.readouterr().err.splitlines()) == (2, [
-        "layoutbench: error: --device runs Vulkan programs: drop --target vulkan-run,tosa"])
+@pytest.mark.parametrize("options, message", [
+    (["--target", "vulkan-run,tosa", "--device", "adb"],
+     "--device runs Vulkan programs: drop --target vulkan-run,tosa"),
+    (["--adb", str(STANDIN_ADB)], "--adb names the adb of --device: add --device adb"),
+])
+def test_run_options_for_a_device_that_do_not_fit_are_one_line_and_nothing_is_made(tmp_path, capsys, options,
+                                                                                    message):
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", *options, "--out",
+                     str(tmp_path / "out")])
+    assert (code, capsys.readouterr().err.splitlines()) == (2, [f"layoutbench: error: {message}"])
     assert not (tmp_path / "out").exists()
 
 

@@ -96,6 +96,10 @@ def run(args) -> int:
     check_columns(args.columns, strategy_names)  # a usage error measures nothing
     if args.device:
         return _run_on_device(args, model_names, strategy_names, targets)
+    if args.adb:
+        from harness.errors import UsageError
+
+        raise UsageError("--adb names the adb of --device: add --device adb")
     records = sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
     return 1 if any(r["status"] == "failed" for r in records) else 0
@@ -126,9 +130,11 @@ def _run_on_device(args, model_names: list[str], strategy_names: list[str], targ
     here = copy.copy(args)
     here.et_runner, here.warmup, here.iterations, here.processes = None, 1, 1, 1
     made = sweep(here, model_names, strategy_names, ["vulkan-run"])
+    if not any(r["status"] == "ok" for r in made):
+        raise UsageError("no program was made and checked here, so none runs on the device (reasons above)")
     out = ResultsDir(args.out).device(adb.serial)
     records = adb_device.run_on_device(adb, Path(args.out), made, runner, RunSettings(
-        warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say)
+        warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say, args.fresh)
     print(render_records(records, args.format, args.columns))
     say(f"{len(records)} records of {adb.serial} in {out}")
     return 1 if any(r["status"] == "failed" for r in made + records) else 0

@@ -126,14 +126,14 @@ def _synced_bundle(results: Path, runner: Path, kept: Path) -> None:
 
 
 def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, settings: RunSettings,
-                  out: Path, say) -> list[dict]:
+                  out: Path, say, fresh: bool = False) -> list[dict]:
     """The ok vulkan-run ``records`` of ``results`` run on the device by ``runner`` and imported
-    into ``out``, those it holds already left as they are; their records there, and progress
-    per program said by ``say``."""
+    into ``out``, those it holds an ok record of already left as they are (unless ``fresh``); their
+    records there, and progress per program said by ``say``."""
     if not (runner.is_file() and runner.stat().st_mode & 0o111):
         raise UsageError(f"--et-runner {runner} is not an executable file")
     digest = hashlib.sha256(runner.read_bytes()).hexdigest()[:16]  # as run.sh names it
-    done = _done(out, digest, settings)
+    done = set() if fresh else _done(out, digest, settings)
     todo = [r for r in records if r["target"] == "vulkan-run" and r["status"] == "ok"
             and _program_key(r) not in done]
     if todo:
