@@ -167,6 +167,19 @@ def test_run_options_for_a_device_that_do_not_fit_are_one_line_and_nothing_is_ma
     assert not (tmp_path / "out").exists()
 
 
+def test_without_a_runtime_here_nothing_is_made_or_pushed_in_one_line(tmp_path, capsys, no_runtime, device):
+    """The programs are checked against eager here before they travel: with no runtime here, none
+    is, and the device is left alone."""
+    runner = _executable(tmp_path / "executor_runner", RUNNER)
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target", "vulkan-run",
+                     "--device", "adb", "--adb", str(STANDIN_ADB), "--et-runner", str(runner), "--workers", "0",
+                     "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "layoutbench: error: no program was made and checked here, so none runs on the device (reasons above)")
+    assert [call for call in _calls(tmp_path) if call[0] == "-s"] == []
+
+
 def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypatch, device):
     path = os.environ["PATH"]
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))

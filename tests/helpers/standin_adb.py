@@ -12,7 +12,9 @@ Its environment says what the device is:
 - ``STANDIN_ADB_SHELL``: the device's shell (default mksh, Android's, where installed, else sh);
   it is also ``sh`` on the shell's PATH, as /system/bin/sh is on Android.
 - ``STANDIN_ADB_EXEC``: a command prefix the shell runs under, e.g. ``qemu-aarch64 -L
-  /usr/aarch64-linux-gnu`` for an arm64 device (default: none).
+  /usr/aarch64-linux-gnu`` with an arm64 mksh as ``STANDIN_ADB_SHELL`` for an arm64 device
+  (default: none); the programs that shell starts (run.sh's ``sh -c``, the runner) need the
+  host to run arm64 binaries by themselves (qemu-user-binfmt).
 - ``STANDIN_ADB_FAIL_AFTER``: a dropped connection: every call after the N-th fails as the real
   one does when the device is gone; a pull that fails so has pulled half its files first.
 - ``STANDIN_ADB_LOG``: each call's arguments appended there, a JSON list a line.
