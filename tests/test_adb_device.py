@@ -17,7 +17,7 @@ import pytest
 from harness import cli
 from harness.errors import MeasurementError, UsageError
 from harness.results.results_dir import ResultsDir
-from harness.results.store import RecordStore, make_record
+from harness.results.store import RecordStore, ResultsBusyError, make_record
 from harness.targets import RunSettings
 from harness.targets.vulkan.local import adb_device
 from harness.targets.vulkan.local.remote_import import RUN_FIELDS, import_remote
@@ -136,6 +136,18 @@ def test_a_dropped_connection_resumes_with_no_record_lost_or_doubled(results, tm
     assert [r["strategy"] for r in RecordStore(tmp_path / "device-runs").read()] == list(RECORDED)
     assert all(r["status"] == "ok" for r in records) and len(records) == 2
     assert not (device / "data/local/tmp/layoutbench").exists()
+
+
+def test_a_device_whose_records_another_command_writes_is_refused_without_waiting(results, tmp_path, device):
+    """Two commands on one device: the second, with --no-wait, stops in one line before adb is asked
+    anything."""
+    adb = adb_device.connect("adb", str(STANDIN_ADB))
+    runner = _executable(tmp_path / "executor_runner", RUNNER)
+    with RecordStore(tmp_path / "device-runs").writing(), pytest.raises(ResultsBusyError) as busy:
+        adb_device.run_on_device(adb, results, list(RecordStore(results).read()), runner, SETTINGS,
+                                 tmp_path / "device-runs", print, wait=False)
+    assert str(busy.value).startswith(f"{tmp_path / 'device-runs'} is being written by ")
+    assert [call for call in _calls(tmp_path) if call[0] == "-s"] == []
 
 
 @pytest.mark.parametrize("devices, option, message", [

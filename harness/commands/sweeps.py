@@ -134,7 +134,8 @@ def _run_on_device(args, model_names: list[str], strategy_names: list[str], targ
         raise UsageError("no program was made and checked here, so none runs on the device (reasons above)")
     out = ResultsDir(args.out).device(adb.serial)
     records = adb_device.run_on_device(adb, Path(args.out), made, runner, RunSettings(
-        warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say, args.fresh)
+        warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say, args.fresh,
+        wait=not args.no_wait)
     print(render_records(records, args.format, args.columns))
     say(f"{len(records)} records of {adb.serial} in {out}")
     return 1 if any(r["status"] == "failed" for r in made + records) else 0

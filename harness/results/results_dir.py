@@ -10,8 +10,8 @@
                .nodes.json  its node map      .etdump  its first runtime process's ETDump
                .inputs/     its inputs        .2.etdump, .3.etdump ...  the other processes'
     RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
-    RESULTS/adb-bundle/                        run --device adb: the programs for the device, as last pushed
-    RESULTS/devices/<serial>/                  run --device adb: the device's records, a results directory
+    RESULTS/devices/<serial>/                  run --device adb: the device's results directory, and in it
+               adb-bundle/  the programs, the runner and run.sh as last pushed there
     RESULTS/costs.json                         calibrate's cost table
     RESULTS/held-out/<model>.json              calibrate --validate's table fitted without the model
     RESULTS/validation.csv                     every program's time as its model's held-out table predicts it

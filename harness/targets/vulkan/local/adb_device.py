@@ -126,12 +126,21 @@ def _synced_bundle(results: Path, runner: Path, kept: Path) -> None:
 
 
 def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, settings: RunSettings,
-                  out: Path, say, fresh: bool = False) -> list[dict]:
+                  out: Path, say, fresh: bool = False, wait: bool = True) -> list[dict]:
     """The ok vulkan-run ``records`` of ``results`` run on the device by ``runner`` and imported
     into ``out``, those it holds an ok record of already left as they are (unless ``fresh``); their
-    records there, and progress per program said by ``say``."""
+    records there, and progress per program said by ``say``. ``out`` is held meanwhile (``wait``:
+    for another command writing it, as a sweep waits)."""
     if not (runner.is_file() and runner.stat().st_mode & 0o111):
         raise UsageError(f"--et-runner {runner} is not an executable file")
+    with RecordStore(out).writing(wait):
+        _run_and_import(adb, results, records, runner, settings, out, say, fresh)
+    wanted = {(r["model"], r["strategy"]) for r in records}
+    return [r for r in latest(RecordStore(out).read()) if (r["model"], r["strategy"]) in wanted]
+
+
+def _run_and_import(adb: Adb, results: Path, records: list[dict], runner: Path, settings: RunSettings,
+                    out: Path, say, fresh: bool) -> None:
     digest = hashlib.sha256(runner.read_bytes()).hexdigest()[:16]  # as run.sh names it
     done = set() if fresh else _done(out, digest, settings)
     todo = [r for r in records if r["target"] == "vulkan-run" and r["status"] == "ok"
@@ -142,7 +151,7 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
         if not found.strip().endswith("vulkaninfo"):
             raise UsageError(f"{adb.serial} has no vulkaninfo, which names its Vulkan device and reads its limits "
                              "there: adb push one for its ABI (the Vulkan SDK's) to /data/local/tmp, then re-run")
-        bundle = ResultsDir(results).adb_bundle
+        bundle = ResultsDir(out).adb_bundle
         bundle.mkdir(parents=True, exist_ok=True)
         _synced_bundle(results, runner, bundle)
         started = time.monotonic()
@@ -158,7 +167,6 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
         adb("shell", f"{WITH_PUSHED_TOOLS}cd {DEVICE_DIR} && chmod +x {packing.BUNDLE_RUNNER} && sh run.sh {options}",
             doing=f"running {name}")
         ran = time.monotonic()
-        out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out.parent) as pulled:
             adb("pull", device_out, pulled, doing=f"pulling {name}'s ETDumps")
             pull_seconds = time.monotonic() - ran
@@ -168,5 +176,3 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
         say(f"[{index}/{len(todo)}] {name} on {adb.serial}: run {ran - started:.1f} s, pull {pull_seconds:.1f} s: "
             f"{outcome}")
     adb("shell", f"rm -rf {DEVICE_DIR}", doing="cleaning its scratch directory")
-    wanted = {(r["model"], r["strategy"]) for r in records}
-    return [r for r in latest(RecordStore(out).read()) if (r["model"], r["strategy"]) in wanted]
