@@ -2,17 +2,19 @@
 ExecuTorch's ``devtools/scripts/benchmark_android.sh`` runs them on a phone.
 
 The programs, weightless, and the device's runner go into a bundle for ``run.sh``
-(:func:`harness.targets.vulkan.remote.packing.pack_bundle`), kept here so that ``adb push --sync``
-sends only what changed since the last push (adb skips a file of the same size and time there).
-Each program then runs on its own, ``sh run.sh --only PROGRAM`` through ``adb shell`` (the
-device's processes, its event tracer, its Vulkan device and limits read there by its
-vulkaninfo, on its PATH or pushed to /data/local/tmp), and its ETDumps are pulled and imported
+(:func:`harness.targets.vulkan.remote.packing.pack_bundle`), kept in the device's results
+directory so that ``adb push --sync`` sends only what changed since the last push (adb skips a
+file of the same size and time there). Each program then runs on its own, ``sh run.sh --only
+PROGRAM`` through ``adb shell`` (repeated runner processes, its event tracer, the Vulkan device
+and its limits read there by the device's vulkaninfo, on its PATH or pushed to
+/data/local/tmp), and its ETDumps are pulled and imported
 (:mod:`.remote_import`) before the next starts: a connection dropped mid-run loses at most the
 program in flight, and the same command resumes, running only the programs whose records are
 not imported yet. Once every program is, the device's scratch directory is removed.
 """
 
 import hashlib
+import json
 import shlex
 import shutil
 import subprocess
@@ -65,7 +67,7 @@ def connect(device: str, executable: str | None) -> Adb:
     listed = subprocess.run([found, "devices"], capture_output=True, text=True)
     if listed.returncode:
         raise UsageError(f"{found} devices failed: {(listed.stderr.strip().splitlines() or ['no message'])[-1]}")
-    states = dict(line.split("\t")[:2] for line in listed.stdout.splitlines()[1:] if "\t" in line)
+    states = dict(line.split("\t")[:2] for line in listed.stdout.splitlines() if "\t" in line)  # SERIAL<tab>STATE
     serial = device.removeprefix("adb").removeprefix(":") or None
     if serial is None and len(states) != 1:
         raise UsageError("adb lists no device: attach one with USB debugging on (adb devices)" if not states else
@@ -86,7 +88,7 @@ def device_runner(et_runner: str | None) -> Path:
     if et_runner:
         return Path(et_runner)
     built = [build.parent / "executor_runner" for build in sorted(cache_folder("runtime").glob("*/build.json"))
-             if '"target"' in build.read_text()]
+             if json.loads(build.read_text()).get("target")]
     if len(built) != 1:
         raise UsageError(f"{'no' if not built else len(built)} runtimes built for another device in the cache: "
                          "name the device's executor_runner with --et-runner PATH (runtime build --toolchain "
