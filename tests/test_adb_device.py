@@ -216,6 +216,10 @@ def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypa
                                   "limits there: adb push one for its ABI (the Vulkan SDK's) to /data/local/tmp, "
                                   "then re-run")
     assert subprocess.run([str(STANDIN_ADB), "get-state"], capture_output=True, text=True).stdout == "device\n"
+    # the stand-in's shell under a command prefix, as an emulated device's runs under qemu-aarch64
+    prefixed = subprocess.run([str(STANDIN_ADB), "shell", "echo $PREFIXED; readlink $(command -v sh)"], capture_output=True,
+                              text=True, env={**os.environ, "STANDIN_ADB_EXEC": "env PREFIXED=yes"})
+    assert prefixed.stdout.splitlines() == ["yes", shutil.which("mksh")]
 
 
 def test_one_command_runs_on_the_device_the_records_remote_runner_py_gives(tmp_path, monkeypatch, real_runner,
