@@ -217,8 +217,9 @@ def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypa
                                   "then re-run")
     assert subprocess.run([str(STANDIN_ADB), "get-state"], capture_output=True, text=True).stdout == "device\n"
     # the stand-in's shell under a command prefix, as an emulated device's runs under qemu-aarch64
-    prefixed = subprocess.run([str(STANDIN_ADB), "shell", "echo $PREFIXED; readlink $(command -v sh)"], capture_output=True,
-                              text=True, env={**os.environ, "STANDIN_ADB_EXEC": "env PREFIXED=yes"})
+    prefixed = subprocess.run([str(STANDIN_ADB), "shell", "echo $PREFIXED; readlink $(command -v sh)"],
+                              capture_output=True, text=True,
+                              env={**os.environ, "STANDIN_ADB_EXEC": "env PREFIXED=yes"})
     assert prefixed.stdout.splitlines() == ["yes", shutil.which("mksh")]
 
 
