@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="measure models x strategies on targets into a results directory")
     _add_sweep_arguments(run, required=True)
     run.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    sweeps.add_device_arguments(run)
 
     gate = commands.add_parser("gate", help="judge a candidate results directory against a baseline; "
                                "exit 1 when a metric got worse past its threshold")
@@ -105,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_sweep_arguments(compare, required=False)
     _add_gate_arguments(compare, required=False)
     compare.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    compare.set_defaults(device=None, adb=None)  # as for run, which compare runs
 
     explain = commands.add_parser("explain", help="why each transition of one strategy exists")
     add_model_and_strategies(explain, "a second strategy: where the two disagree")

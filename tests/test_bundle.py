@@ -148,6 +148,25 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
     assert len(list((tmp_path / "out" / "programs").rglob("*.etdump"))) == 2  # the earlier run's are gone
 
 
+def test_run_sh_only_runs_the_program_it_is_given(results, tmp_path):
+    """--only PROGRAM (a run over adb runs and brings back one program at a time): that program
+    alone, under mksh; a name the bundle does not hold, one line, exit 2."""
+    bundle, saved = tmp_path / "bundle", tmp_path / "saved"
+    saved.mkdir()
+    packing.pack_bundle(results, bundle)
+    runner = _executable(tmp_path / "executor_runner", STAND_IN)
+    second = f"programs/synthetic_small/{STRATEGIES[1]}.pte"
+    done = _run_sh("mksh", bundle, runner, tmp_path / "out", "--only", second, "--processes", "1", "--device", "a GPU",
+                   FAKE_LOG=str(tmp_path / "log"), FAKE_SAVE=str(saved))
+    assert done.returncode == 0, done.stderr
+    assert list(json.loads((tmp_path / "out" / "remote.json").read_text())["programs"]) == [second]
+    assert f"run.sh: [1/1] {second}: 1 ETDumps written" in done.stderr.splitlines()
+    assert [p.name for p in saved.iterdir()] == [f"{STRATEGIES[1]}.pte"]
+    wrong = _run_sh("mksh", bundle, runner, tmp_path / "wrong", "--only", "programs/m/s.pte")
+    assert wrong.returncode == 2 and wrong.stderr.splitlines() == [
+        f"run.sh: error: --only programs/m/s.pte: no such program in {bundle}/programs.list"]
+
+
 def test_run_sh_times_a_runner_without_the_event_tracer_by_wall_clock(results, tmp_path):
     """A runner that writes no ETDump: run.sh sends the clock's readings around 1 and around
     iterations + 1 executions, raw; import-remote takes their differences, as remote_runner.py does."""

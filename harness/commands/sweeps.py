@@ -94,9 +94,51 @@ def run(args) -> int:
     strategy_names = strategies.resolve_strategies(args.strategies)
     targets = resolve_targets(args.target)
     check_columns(args.columns, strategy_names)  # a usage error measures nothing
+    if args.device:
+        return _run_on_device(args, model_names, strategy_names, targets)
+    if args.adb:
+        from harness.errors import UsageError
+
+        raise UsageError("--adb names the adb of --device: add --device adb")
     records = sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
     return 1 if any(r["status"] == "failed" for r in records) else 0
+
+
+def add_device_arguments(run) -> None:
+    """run's options for a device reached by adb."""
+    run.add_argument("--device", help="run the programs on a device reached by adb: adb (the only one attached) or "
+                     "adb:SERIAL; each is made and checked against eager here first, the device's records go into "
+                     "OUT/devices/SERIAL, and --et-runner names the device's runner")
+    run.add_argument("--adb", metavar="PATH", help="with --device: the adb to use (default: adb on PATH)")
+
+
+def _run_on_device(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> int:
+    """run --device: each program made here and run once against eager (untimed, with this
+    machine's runtime), then run on the device with the run settings, its records imported."""
+    import copy
+
+    from harness.errors import UsageError
+    from harness.results.results_dir import ResultsDir
+    from harness.targets import RunSettings
+    from harness.targets.vulkan.local import adb_device
+
+    if set(targets) - {"vulkan", "vulkan-run"}:
+        raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
+    adb = adb_device.connect(args.device, args.adb)
+    runner = adb_device.device_runner(args.et_runner)
+    here = copy.copy(args)
+    here.et_runner, here.warmup, here.iterations, here.processes = None, 1, 1, 1
+    made = sweep(here, model_names, strategy_names, ["vulkan-run"])
+    if not any(r["status"] == "ok" for r in made):
+        raise UsageError("no program was made and checked here, so none runs on the device (reasons above)")
+    out = ResultsDir(args.out).device(adb.serial)
+    records = adb_device.run_on_device(adb, Path(args.out), made, runner, RunSettings(
+        warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say, args.fresh,
+        wait=not args.no_wait)
+    print(render_records(records, args.format, args.columns))
+    say(f"{len(records)} records of {adb.serial} in {out}")
+    return 1 if any(r["status"] == "failed" for r in made + records) else 0
 
 
 def compare(args) -> int:

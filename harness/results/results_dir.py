@@ -10,6 +10,8 @@
                .nodes.json  its node map      .etdump  its first runtime process's ETDump
                .inputs/     its inputs        .2.etdump, .3.etdump ...  the other processes'
     RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
+    RESULTS/devices/<serial>/                  run --device adb: the device's results directory, and in it
+               adb-bundle/  the programs, the runner and run.sh as last pushed there
     RESULTS/costs.json                         calibrate's cost table
     RESULTS/held-out/<model>.json              calibrate --validate's table fitted without the model
     RESULTS/validation.csv                     every program's time as its model's held-out table predicts it
@@ -47,6 +49,7 @@ class ResultsDir:
         self.writer_lock = self.root / ".writer.lock"
         self.logs = self.root / "logs"
         self.cost_table = self.root / "costs.json"
+        self.adb_bundle = self.root / "adb-bundle"
         self.held_out = self.root / "held-out"
         self.validation = self.root / "validation.csv"
         self.report = self.root / "report.html"
@@ -80,6 +83,10 @@ class ResultsDir:
         ``<stem>.N.etdump``), not another strategy's whose name starts with ``<stem>.``."""
         own = re.compile(rf"{re.escape(program.stem)}(\.\d+)?{re.escape(ResultsDir.PROGRAM_SUFFIXES['etdump'])}")
         return sorted(entry for entry in program.parent.iterdir() if own.fullmatch(entry.name))
+
+    def device(self, serial: str) -> Path:
+        """The results directory of the programs run on the device ``serial`` (run --device)."""
+        return self.root / "devices" / _file_name(serial)
 
     def held_out_table(self, model: str) -> Path:
         """calibrate --validate's table fitted without ``model``."""

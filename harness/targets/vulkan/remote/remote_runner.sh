@@ -8,30 +8,32 @@
 #
 #   sh run.sh [RUNNER] [--out DIR] [--warmup 1] [--iterations 20] [--processes 3] [--repeats 3]
 #             [--device NAME] [--limits maxImageDimension2D=N,maxImageDimension3D=N,maxStorageBufferRange=N]
+#             [--only PROGRAM]
 #
 # RUNNER: the executor_runner (default: the one packed beside this script). DIR: where the
 # results go (default: results, beside this script). NAME and the limits: the Vulkan device
 # and what it allows, where no vulkaninfo can say (vulkaninfo's own, or the device's page on
-# gpuinfo.org, has them). What sh cannot measure (peak memory without a `time -v`, the
+# gpuinfo.org, has them). PROGRAM: one name of programs.list, run alone (a run over adb runs
+# and brings back one program at a time). What sh cannot measure (peak memory without a `time -v`, the
 # device, its limits) is null in remote.json, with the reason under "unknown".
 #
 # Its arithmetic is on small numbers only: mksh (Android's /system/bin/sh) computes in 32 bits,
 # so the clock's nanoseconds and the kilobytes of peak memory go into remote.json as read, for
 # import-remote to compute with, and pack wrote every position in a program beforehand.
 
-usage="usage: sh run.sh [RUNNER] [--out DIR] [--warmup N] [--iterations N] [--processes N] [--repeats N] [--device NAME] [--limits NAME=N,...]"
+usage="usage: sh run.sh [RUNNER] [--out DIR] [--warmup N] [--iterations N] [--processes N] [--repeats N] [--device NAME] [--limits NAME=N,...] [--only PROGRAM]"
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { printf 'run.sh: error: %s\n' "$1" >&2; exit 2; }
 absolute() { case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac; }
 
-runner=$here/executor_runner out=$here/results warmup=1 iterations=20 processes=3 repeats=3 device='' limits=''
+runner=$here/executor_runner out=$here/results warmup=1 iterations=20 processes=3 repeats=3 device='' limits='' only=''
 while [ $# -gt 0 ]; do
     case $1 in
         -h|--help) echo "$usage"; exit 0 ;;
-        --out|--warmup|--iterations|--processes|--repeats|--device|--limits)
+        --out|--warmup|--iterations|--processes|--repeats|--device|--limits|--only)
             [ $# -ge 2 ] || fail "$1 needs a value; $usage"
             name=${1#--}; eval "$name=\$2"; shift 2 ;;
-        --out=*|--warmup=*|--iterations=*|--processes=*|--repeats=*|--device=*|--limits=*)
+        --out=*|--warmup=*|--iterations=*|--processes=*|--repeats=*|--device=*|--limits=*|--only=*)
             name=${1%%=*}; name=${name#--}; eval "$name=\${1#*=}"; shift ;;
         -*) fail "unknown option $1; $usage" ;;
         *) runner=$1; shift ;;
@@ -47,6 +49,13 @@ runner=$(absolute "$runner") out=$(absolute "$out")
 { [ -f "$runner" ] && [ -x "$runner" ]; } || fail "$runner is not an executable file: name the executor_runner"
 [ -f "$here/programs.list" ] || fail "$here holds no programs.list: run the run.sh of a bundle from its directory"
 [ "$out" != "$here" ] || fail "--out must be another directory than the bundle's"
+total=$(grep -c . "$here/programs.list")
+if [ -n "$only" ]; then
+    listed=''
+    while read -r count name; do [ "$name" != "$only" ] || listed=yes; done < "$here/programs.list"
+    [ -n "$listed" ] || fail "--only $only: no such program in $here/programs.list"
+    total=1
+fi
 [ "$(printf ab | head -c 1 2>/dev/null)" = a ] || fail "this system's head has no -c (bytes), which refilling needs"
 
 # The outputs of an earlier run into DIR go first: import-remote would read a stale ETDump.
@@ -242,9 +251,9 @@ run_program() {
 # Every runner process's peak resident kilobytes, as time -v read them, or null without one.
 rss_json() { if [ "$timer" ]; then printf '[%s]' "$rss"; else printf null; fi; }
 
-total=$(grep -c . "$here/programs.list")
 index=0 entries=''
 while read -r count name; do
+    [ -z "$only" ] || [ "$name" = "$only" ] || continue
     index=$((index + 1)) workdir=$work/$index
     mkdir -p "$workdir"
     runnable=$workdir/$(basename "$name")
