@@ -115,9 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--graph", help="also draw the delegated graph to this file (.svg, .png or .pdf)")
     explore.add_parser(commands)
 
-    profile = commands.add_parser(
-        "profile", help="where one strategy's program spends GPU time (ET-VK ETDump), per operator and "
-        "representation; with --vs, what another strategy's choices change")
+    profile = commands.add_parser("profile", help="where one strategy's program spends GPU time (ET-VK ETDump), per "
+                                  "operator and representation; with --vs, what another strategy's choices change")
     add_model_and_strategies(profile, "a second strategy to compare with")
     profile.add_argument("--out", default="results", help="where the runs are kept (reused while nothing changed)")
     profile.add_argument("--fresh", action="store_true", help="run again even if the results directory has the runs")
@@ -204,9 +203,8 @@ def _parser() -> argparse.ArgumentParser:
     runtime.add_argument("--jobs", type=positive, help="build: compile jobs (default: the machine's cores)")
     runtime.add_argument("--et-runner", help="report: as for run, to see what a flag would pick")
 
-    serve = commands.add_parser(
-        "serve", help="start a warm server that imports torch and ExecuTorch once: every later command runs in a "
-        "process forked from it and starts in milliseconds (see --status, --stop)")
+    serve = commands.add_parser("serve", help="start a warm server that imports torch and ExecuTorch once: later "
+                                "commands run forked from it and start in milliseconds (see --status, --stop)")
     serve.add_argument("--idle-minutes", type=float, default=30.0,
                        help="end after this long without a command (default: %(default)g)")
     what = serve.add_mutually_exclusive_group()

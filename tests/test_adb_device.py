@@ -207,7 +207,8 @@ def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypa
                                   "executor_runner with --et-runner PATH (runtime build --toolchain FILE builds one)")
     cross = tmp_path / "cache" / "runtime" / "files-1-2"
     cross.mkdir(parents=True)
-    (cross / "build.json").write_text(json.dumps({"target": "aarch64-linux-gnu"}))
+    (cross / "build.json").write_text(json.dumps({"toolchain": "/x/aarch64-linux-gnu.cmake", "built_for": "Linux aarch64"}))
+    (cross / "executor_runner").touch(mode=0o755)
     assert adb_device.device_runner(None) == cross / "executor_runner"
     (device / "data/local/tmp/vulkaninfo").unlink()
     with pytest.raises(UsageError) as refused:

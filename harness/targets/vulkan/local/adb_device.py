@@ -14,7 +14,6 @@ not imported yet. Once every program is, the device's scratch directory is remov
 """
 
 import hashlib
-import json
 import shlex
 import shutil
 import subprocess
@@ -28,8 +27,8 @@ from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.base import RunSettings
 from harness.targets.vulkan.local.remote_import import import_remote
+from harness.targets.vulkan.local.runners import built_runners
 from harness.targets.vulkan.remote import packing
-from layoutkit.files import cache_folder
 
 DEVICE_DIR = "/data/local/tmp/layoutbench"  # the scratch directory: adb shell may write /data/local/tmp
 # A phone's shell has no vulkaninfo, and adb shell cannot add one to its PATH: one pushed to /data/local/tmp
@@ -83,12 +82,11 @@ def connect(device: str, executable: str | None) -> Adb:
 
 
 def device_runner(et_runner: str | None) -> Path:
-    """The runner the device runs: ``--et-runner``, else the one runtime build for another
-    device in the cache (its build.json names a target)."""
+    """The runner the device runs: ``--et-runner``, else the one runtime built for another
+    device in the cache (``runtime build --toolchain``)."""
     if et_runner:
         return Path(et_runner)
-    built = [build.parent / "executor_runner" for build in sorted(cache_folder("runtime").glob("*/build.json"))
-             if json.loads(build.read_text()).get("target")]
+    built = [path for path, record in built_runners() if record.get("toolchain")]
     if len(built) != 1:
         raise UsageError(f"{'no' if not built else len(built)} runtimes built for another device in the cache: "
                          "name the device's executor_runner with --et-runner PATH (runtime build --toolchain "
