@@ -4,6 +4,7 @@ directory here and whose shell is mksh, Android's. A stand-in runner hands back 
 ``tests/data/etvk`` (an ET-VK runner's on lavapipe); the host's real runner, where it is built, runs
 the whole command and is held to remote_runner.py's records."""
 
+import itertools
 import json
 import os
 import shutil
@@ -264,3 +265,77 @@ def test_one_command_runs_on_the_device_the_records_remote_runner_py_gives(tmp_p
             {k: v for k, v in record.items() if k not in measured}
         assert device_record["latency_ms_median"] > 0 and device_record["gpu_dispatch_ms"] > 0
     assert not (root / "data/local/tmp/layoutbench").exists()
+
+
+def _copy_node_map(source: Path, target: Path, model: str) -> None:
+    """``source``'s node map as ``model``'s: its graphs named apart from another model's."""
+    target.write_text(source.read_text().replace('"graph": "', f'"graph": "{model}-'))
+
+
+def test_calibrate_prior_runs_the_chosen_fp16_programs_on_the_device_and_ends_with_its_table(
+        results, tmp_path, device, monkeypatch, capsys):
+    """calibrate --prior --fp16 --device: the .fp16 variants of the programs the prior chooses made and
+    checked here once (untimed), run on the device as run --device runs them, and fitted from the
+    device's records into the device's table (its limits the device's), saying whether the prior
+    holds there."""
+    from harness.commands import fitting
+
+    models = ("synthetic_small", "synthetic_copy")  # the recorded programs, as two models'
+    runs = tmp_path / "prior-runs"
+    for model, strategy in itertools.product(models, RECORDED):
+        program = ResultsDir(runs).program(model, strategy)
+        program.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(DATA / f"{strategy}.etdump", program.with_suffix(".etdump"))
+        _copy_node_map(DATA / f"{strategy}.nodes.json", program.with_suffix(".nodes.json"), model)
+        RecordStore(runs).append(make_record(model, strategy, "vulkan-run", "ok",
+                                             environment={"vulkan_device": "old GPU"}))
+    prior = tmp_path / "old.json"
+    assert cli.main(["calibrate", "--fit", str(runs), "--table", str(prior), "--nodes",
+                     str(tmp_path / "old-nodes.jsonl.gz")]) == 0
+    made = []
+
+    def make_here(args, models, names, targets):
+        """The recorded programs as ``models``', made and checked here."""
+        made.append((sorted(models), sorted(names), args.warmup, args.iterations, args.processes))
+        for model, strategy in itertools.product(models, names):
+            made_here = results / "programs" / "synthetic_small" / f"{strategy}.pte"
+            program = ResultsDir(args.out).program(model, strategy)
+            shutil.copytree(made_here.parent, program.parent, dirs_exist_ok=True)
+            _copy_node_map(made_here.with_suffix(".nodes.json"), program.with_suffix(".nodes.json"), model)
+            RecordStore(args.out).append(make_record(model, strategy, "vulkan-run", "ok", model_digest="m",
+                                                     strategy_digest=strategy, harness_digest="h",
+                                                     environment={}, transitions=1))
+        return [r for r in RecordStore(args.out).read() if r["model"] in models]
+
+    monkeypatch.setattr(fitting, "sweep", make_here)
+    runner = _executable(tmp_path / "executor_runner", RUNNER)
+    out = tmp_path / "new"
+    capsys.readouterr()
+    assert cli.main(["calibrate", "--prior", str(prior), "--budget", "4", "--fp16", "--out", str(out), "--workers",
+                     "0", "--device", "adb", "--adb", str(STANDIN_ADB), "--et-runner", str(runner), "--warmup", "1",
+                     "--iterations", "2", "--processes", "2"]) == 0
+    captured = capsys.readouterr()
+    assert made == [(["synthetic_copy.fp16", "synthetic_small.fp16"], sorted(RECORDED), 1, 1, 1)]
+    assert len(_runs(_calls(tmp_path))) == 4
+    on_device = list(RecordStore(ResultsDir(out).device("emulator-5554")).read())
+    assert sorted((r["model"], r["status"]) for r in on_device) == [(f"{model}.fp16", "ok") for model in sorted(models)
+                                                                          for _ in RECORDED]
+    assert all(r["environment"]["run_settings"]["processes"] == 2 for r in on_device)
+    table = ResultsDir(ResultsDir(out).device("emulator-5554")).cost_table
+    said = [line for line in captured.err.splitlines() if line.startswith("layoutbench: ")]
+    assert said[-2].startswith('layoutbench: the prior does not hold on Mali-G715 "Immortalis": it predicts the 4 '
+                               "programs within "), said
+    assert said[-1].startswith(f'layoutbench: cost table of Mali-G715 "Immortalis" written to {table}: ')
+    assert said[-1].endswith("programs of 2 models, and the prior transferred; its limits "
+                             "{'maxImageDimension2D': 8192, 'maxImageDimension3D': 2048}")
+    assert captured.out.splitlines()[-1] == str(table)
+
+
+@pytest.mark.parametrize("options", [["--fit", "RUNS"], ["--pack", "OUT.tar"], []])
+def test_calibrate_on_a_device_without_prior_or_with_fit_or_pack_is_one_line(tmp_path, capsys, options):
+    prior = ["--prior", str(tmp_path / "old.json")] if options else ["--models", "synthetic_small"]
+    assert cli.main(["calibrate", *prior, *options, "--device", "adb", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "layoutbench: error: --device runs the programs --prior chooses on a device reached by adb and fits its "
+        "table: add --prior TABLE, drop --fit/--pack"]
+    assert not (tmp_path / "out").exists()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from costmodel.table import save
 from harness.commands import say
-from harness.commands.sweeps import start_local_workers, sweep, time_taken
+from harness.commands.sweeps import (add_device_arguments, on_a_device, run_made_on_device, start_local_workers, sweep,
+                                     time_taken)
 
 
 def calibrate(args) -> int:
@@ -33,6 +34,9 @@ def calibrate(args) -> int:
     if args.fp16 and (not args.prior or args.fit):
         raise UsageError("--fp16 runs the .fp16 variants of the programs --prior chooses: add --prior TABLE, drop "
                          "--fit (runs made elsewhere are fitted in the precision they ran in)")
+    if on_a_device(args) and (not args.prior or args.fit or args.pack):
+        raise UsageError("--device runs the programs --prior chooses on a device reached by adb and fits its table: "
+                         "add --prior TABLE, drop --fit/--pack")
     if not args.fit:
         start_local_workers(args)
     import models
@@ -46,8 +50,11 @@ def calibrate(args) -> int:
     if args.rounds > MAX_ROUNDS:
         raise UsageError(f"--rounds is at most {MAX_ROUNDS}")
     prior = read_prior(args.prior) if args.prior else None
+    runs = Path(args.out)  # where the runs fitted are, and the table goes
     if not args.fit:
-        if prior is not None:
+        if prior is not None and args.device:
+            runs, _, records = run_made_on_device(args, lambda here: _sweep_chosen(here, *prior))
+        elif prior is not None:
             records = _sweep_chosen(args, *prior)
             if args.pack:
                 from harness.commands.upkeep import pack_programs
@@ -59,14 +66,14 @@ def calibrate(args) -> int:
             records = sweep(args, models.resolve_models(args.models, args.zoo), names, ["vulkan-run"])
         if not any(r["status"] == "ok" for r in records):
             raise UsageError("no program ran, so there is nothing to fit (reasons above)")
-    measurements = load_measurements(args.fit or [args.out], args.as_device)
+    measurements = load_measurements(args.fit or [runs], args.as_device)
     if args.limits:  # a device's limits stated by hand (a phone's, read off its vulkaninfo) win over those read
         measurements.limits = args.limits
     if args.nodes:
         say(f"measured nodes kept in {write_measurements(measurements, args.nodes)}")
     if args.validate:
         return _validate(args, measurements)
-    path = ResultsDir(args.out).cost_table if not args.table else Path(args.table)
+    path = ResultsDir(runs).cost_table if not args.table else Path(args.table)
     if prior is not None:
         table = _transfer(args, prior[0], measurements)
         if table is None:
@@ -96,6 +103,7 @@ def add_few_shot_arguments(calibrate) -> None:
                            "program here once (its outputs against eager, untimed) and pack them into OUT (a .tar, "
                            ".tar.gz or .tar.xz for remote_runner.py, else a bundle for run.sh); then import-remote and "
                            "--fit")
+    add_device_arguments(calibrate)
 
 
 def read_prior(path):
@@ -138,7 +146,7 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
         by_strategies.setdefault(tuple(group["strategy"]), []).append(model)
     records = [record for names, chosen_models in by_strategies.items()
                for record in sweep(args, chosen_models, list(names), ["vulkan-run"])]
-    say(time_taken(records, ran=not args.pack))
+    say(time_taken(records, ran=not (args.pack or args.device)))
     return records
 
 

@@ -94,28 +94,45 @@ def run(args) -> int:
     strategy_names = strategies.resolve_strategies(args.strategies)
     targets = resolve_targets(args.target)
     check_columns(args.columns, strategy_names)  # a usage error measures nothing
-    if args.device:
+    if on_a_device(args):
         return _run_on_device(args, model_names, strategy_names, targets)
-    if args.adb:
-        from harness.errors import UsageError
-
-        raise UsageError("--adb names the adb of --device: add --device adb")
     records = sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
     return 1 if any(r["status"] == "failed" for r in records) else 0
 
 
-def add_device_arguments(run) -> None:
-    """run's options for a device reached by adb."""
-    run.add_argument("--device", help="run the programs on a device reached by adb: adb (the only one attached) or "
-                     "adb:SERIAL; each is made and checked against eager here first, the device's records go into "
-                     "OUT/devices/SERIAL, and --et-runner names the device's runner")
-    run.add_argument("--adb", metavar="PATH", help="with --device: the adb to use (default: adb on PATH)")
+def add_device_arguments(command) -> None:
+    """The options of run and calibrate for a device reached by adb."""
+    command.add_argument("--device", help="run the programs on a device reached by adb: adb (the only one attached) "
+                         "or adb:SERIAL; each is made and checked against eager here first, the device's records go "
+                         "into OUT/devices/SERIAL, and --et-runner names the device's runner")
+    command.add_argument("--adb", metavar="PATH", help="with --device: the adb to use (default: adb on PATH)")
+
+
+def on_a_device(args) -> bool:
+    """Whether ``--device`` runs the programs elsewhere (``--adb`` without it refused)."""
+    if args.adb and not args.device:
+        from harness.errors import UsageError
+
+        raise UsageError("--adb names the adb of --device: add --device adb")
+    return bool(args.device)
 
 
 def _run_on_device(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> int:
-    """run --device: each program made here and run once against eager (untimed, with this
-    machine's runtime), then run on the device with the run settings, its records imported."""
+    from harness.errors import UsageError
+
+    if set(targets) - {"vulkan", "vulkan-run"}:
+        raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
+    _, made, records = run_made_on_device(args, lambda here: sweep(here, model_names, strategy_names, ["vulkan-run"]))
+    print(render_records(records, args.format, args.columns))
+    return 1 if any(r["status"] == "failed" for r in made + records) else 0
+
+
+def run_made_on_device(args, make) -> tuple[Path, list[dict], list[dict]]:
+    """``--device``: the programs ``make(here)`` makes here, ``here`` being ``args`` with run
+    settings that run each once against eager (untimed, with this machine's runtime), then run
+    on the device with ``args``' run settings, their records imported. The device's results
+    directory, the records made here and the device's."""
     import copy
 
     from harness.errors import UsageError
@@ -123,22 +140,19 @@ def _run_on_device(args, model_names: list[str], strategy_names: list[str], targ
     from harness.targets import RunSettings
     from harness.targets.vulkan.local import adb_device
 
-    if set(targets) - {"vulkan", "vulkan-run"}:
-        raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
     adb = adb_device.connect(args.device, args.adb)
     runner = adb_device.device_runner(args.et_runner)
     here = copy.copy(args)
     here.et_runner, here.warmup, here.iterations, here.processes = None, 1, 1, 1
-    made = sweep(here, model_names, strategy_names, ["vulkan-run"])
+    made = make(here)
     if not any(r["status"] == "ok" for r in made):
         raise UsageError("no program was made and checked here, so none runs on the device (reasons above)")
     out = ResultsDir(args.out).device(adb.serial)
     records = adb_device.run_on_device(adb, Path(args.out), made, runner, RunSettings(
         warmup=args.warmup, iterations=args.iterations, processes=args.processes), out, say, args.fresh,
         wait=not args.no_wait)
-    print(render_records(records, args.format, args.columns))
     say(f"{len(records)} records of {adb.serial} in {out}")
-    return 1 if any(r["status"] == "failed" for r in made + records) else 0
+    return out, made, records
 
 
 def compare(args) -> int:
