@@ -5,10 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
 
-.PHONY: help all test test-all bench bench-cache bench-rerun bench-workers bench-asv bench-explorer asv dashboard venv explorer system-deps vgf-host clean
+.PHONY: help all test test-all bench bench-cache bench-rerun bench-workers bench-asv bench-explorer asv dashboard venv explorer system-deps vgf-host arm64-device clean
 
 # `make`: everything the harness and every target need on this machine.
-all: system-deps venv vgf-host explorer ## set up everything: .venv/, Debian packages, the VGF host runtime
+all: system-deps venv vgf-host explorer arm64-device ## set up everything: .venv/, Debian packages, the VGF host runtime, the emulated arm64 device
 
 # `make help`: the targets a user runs, each with the text after its `##`.
 help:
@@ -18,19 +18,31 @@ help:
 # `explain --graph`, chromium opens the report, the graph and the asv dashboard headless,
 # npm fetches the dashboard's scripts, mksh is Android's sh (the tests run a bundle's run.sh
 # under it), mesa-vulkan-drivers is lavapipe (the vgf target's Vulkan driver),
-# g++-aarch64-linux-gnu cross-builds the runtime for an arm64 device (`runtime build --toolchain`).
-# Installed only where missing.
+# g++-aarch64-linux-gnu cross-builds the runtime for an arm64 device (`runtime build --toolchain`),
+# qemu-user and the arm64 packages (multiarch: its C and C++ libraries, Vulkan loader and
+# lavapipe) run that runtime on the emulated arm64 device the tests use (`make arm64-device`).
+# Each entry is PACKAGE:CHECK (the package may name its architecture). Installed only where missing.
 SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mksh:mksh mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
-	g++-aarch64-linux-gnu:aarch64-linux-gnu-g++
-APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
+	g++-aarch64-linux-gnu:aarch64-linux-gnu-g++ qemu-user:qemu-aarch64 libc6:arm64:/lib/ld-linux-aarch64.so.1 \
+	libstdc++6:arm64:/usr/lib/aarch64-linux-gnu/libstdc++.so.6 libvulkan1:arm64:/usr/lib/aarch64-linux-gnu/libvulkan.so.1 \
+	mesa-vulkan-drivers:arm64:/usr/share/vulkan/icd.d/lvp_icd.aarch64.json
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := $(SUDO) apt-get
 
 system-deps:
 	@missing=""; for entry in $(SYSTEM_PACKAGES); do \
-	  check=$${entry#*:}; command -v $$check >/dev/null || test -e $$check || missing="$$missing $${entry%%:*}"; done; \
+	  check=$${entry##*:}; command -v $$check >/dev/null || test -e $$check || missing="$$missing $${entry%:*}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
+	  case "$$missing" in *:arm64*) dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO) dpkg --add-architecture arm64;; esac; \
 	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq --no-install-recommends $$missing; \
 	fi
+
+# The emulated arm64 device (tests/helpers/arm64_device.py): Debian's arm64 mksh, busybox and
+# vulkaninfo unpacked into the cache, qemu-aarch64 registered with binfmt_misc (root only). A
+# host where that fails still builds; the tests that need the device skip, saying why.
+arm64-device: $(STAMP) system-deps
+	@$(PY) -m tests.helpers.arm64_device || echo "make: the emulated arm64 device's tests will be skipped (reason above)"
 
 venv: $(STAMP)
 
@@ -66,11 +78,11 @@ vgf-host: $(STAMP) system-deps
 # PYTEST_ARGS adds options: `make test PYTEST_ARGS="--cov --cov-report="` measures each tier's line coverage.
 PYTEST := $(PY) -m pytest -n auto --dist loadfile --durations=20 $(PYTEST_ARGS)
 
-test: $(STAMP) system-deps vgf-host explorer ## the fast tier: the import contracts, then every test not marked slow (minutes)
+test: $(STAMP) system-deps vgf-host explorer arm64-device ## the fast tier: the import contracts, then every test not marked slow (minutes)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PYTEST) -m "not slow"
 
-test-all: $(STAMP) system-deps vgf-host explorer ## every test, both tiers (what CI runs, through .ci/run)
+test-all: $(STAMP) system-deps vgf-host explorer arm64-device ## every test, both tiers (what CI runs, through .ci/run)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PYTEST)
 

@@ -28,7 +28,7 @@ from layoutkit.files import CacheSettings, cache_folder, cache_root
 
 from .helpers.caches import SHARED_KINDS
 
-TOOL_KINDS = ("runtime", "vgf-host", "npm")
+TOOL_KINDS = ("runtime", "vgf-host", "npm", "arm64-device")
 # xdist sets this in a worker before it reads this file; the controller set up what follows.
 IN_XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 if not IN_XDIST_WORKER:

@@ -11,10 +11,10 @@ Its environment says what the device is:
   prints it: device, unauthorized, offline); default ``emulator-5554=device``.
 - ``STANDIN_ADB_SHELL``: the device's shell (default mksh, Android's, where installed, else sh);
   it is also ``sh`` on the shell's PATH, as /system/bin/sh is on Android.
-- ``STANDIN_ADB_EXEC``: a command prefix the shell runs under, e.g. ``qemu-aarch64 -L
-  /usr/aarch64-linux-gnu`` with an arm64 mksh as ``STANDIN_ADB_SHELL`` for an arm64 device
-  (default: none); the programs that shell starts (run.sh's ``sh -c``, the runner) need the
-  host to run arm64 binaries by themselves (qemu-user-binfmt).
+- ``STANDIN_ADB_EXEC``: a command prefix the shell runs under (default: none), e.g. ``env
+  VK_DRIVER_FILES=...``: the device's own environment. An arm64 device (an arm64 mksh as
+  ``STANDIN_ADB_SHELL``, the programs it starts arm64 too, all under qemu) is
+  :mod:`tests.helpers.arm64_device`'s.
 - ``STANDIN_ADB_FAIL_AFTER``: a dropped connection: every call after the N-th fails as the real
   one does when the device is gone; a pull that fails so has pulled half its files first.
 - ``STANDIN_ADB_LOG``: each call's arguments appended there, a JSON list a line.

@@ -1,0 +1,90 @@
+"""The emulated arm64 device (tests/helpers/arm64_device.py) through the stand-in adb: its shell an
+arm64 mksh under qemu-user, the programs that shell starts arm64 under qemu too, its Vulkan GPU
+arm64 lavapipe, which run.sh finds and reads there; in the full tier, ``run --device adb`` with the
+runner cross-built for aarch64 (``runtime build --toolchain``) running on it."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.results.results_dir import ResultsDir
+from harness.targets.vulkan.local.runners import built_runners
+
+from .helpers import arm64_device
+from .test_adb_device import STANDIN_ADB
+from .test_bundle import _executable
+from .test_vulkan_run import real_runner  # noqa: F401  (a fixture)
+
+RUN_SH = Path(cli.__file__).parent / "targets" / "vulkan" / "remote" / "remote_runner.sh"
+BUILT_FOR = "Linux aarch64"  # build.json's "built_for" of a runner cross-built for the device
+
+
+@pytest.fixture
+def arm64(tmp_path, monkeypatch) -> Path:
+    """The emulated device's filesystem, the stand-in adb's environment made its."""
+    try:
+        environment = arm64_device.environment(tmp_path / "device")
+    except arm64_device.Unavailable as missing:
+        pytest.skip(str(missing))
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "device"
+
+
+def _shell(command: str) -> str:
+    """What ``adb shell command`` prints on the device."""
+    done = subprocess.run([sys.executable, str(STANDIN_ADB), "shell", command], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_emulated_device_s_shell_and_the_programs_it_starts_are_arm64(arm64):
+    """Its shell is the arm64 mksh, and a shell that shell starts runs an arm64 uname: qemu follows
+    each program the device starts (binfmt_misc), not only the first."""
+    mksh = arm64_device.programs() / arm64_device.PACKAGES["mksh"]
+    assert _shell("uname -m; sh -c 'uname -m'; readlink $(command -v sh); echo $KSH_VERSION").splitlines() == [
+        "aarch64", "aarch64", str(mksh), "@(#)MIRBSD KSH R59 2023/04/29 +Debian"]
+
+
+def test_run_sh_on_the_emulated_device_finds_arm64_lavapipe_and_reads_its_limits(arm64):
+    """The device's vulkaninfo (arm64, under qemu) names llvmpipe; run.sh, run there by its mksh with
+    busybox's utilities, reads the same device and the limits that vulkaninfo prints."""
+    assert re.search(r"deviceName\s+= llvmpipe", _shell("vulkaninfo --summary 2>/dev/null"))
+    printed = dict(re.findall(r"(maxImageDimension2D|maxImageDimension3D|maxStorageBufferRange)\s+= (\d+)",
+                              _shell("vulkaninfo 2>/dev/null")))
+    bundle = arm64 / "data" / "local" / "tmp" / "bundle"  # one with no program: run.sh reads the device alone
+    bundle.mkdir(parents=True)
+    shutil.copyfile(RUN_SH, bundle / "run.sh")
+    (bundle / "programs.list").write_text("")
+    _executable(bundle / "executor_runner", "#!/bin/sh\n")
+    remote = json.loads(_shell("cd /data/local/tmp/bundle && sh run.sh --out /data/local/tmp/out >/dev/null && "
+                               "cat /data/local/tmp/out/remote.json"))
+    assert remote["device"].startswith("llvmpipe (") and remote["unknown"] == {}
+    assert remote["limits"] == {name: int(value) for name, value in printed.items()} and len(printed) == 3
+
+
+@pytest.mark.slow
+def test_run_device_adb_runs_the_cross_built_runner_on_the_emulated_device(tmp_path, arm64, real_runner, capsys):
+    """synthetic_small x bfs-downstream made and checked here, then run by the aarch64 runner on the
+    emulated device: a record with latency and GPU time from the ETDumps pulled back."""
+    cross = [path for path, build in built_runners() if build.get("built_for") == BUILT_FOR]
+    if not cross:
+        pytest.skip(f"no executor_runner built for {BUILT_FOR}: layoutbench runtime build --toolchain "
+                    "docs/toolchains/aarch64-linux-gnu.cmake")
+    out = tmp_path / "results"
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target", "vulkan-run",
+                     "--workers", "0", "--out", str(out), "--device", "adb", "--adb", str(STANDIN_ADB), "--et-runner",
+                     str(cross[0]), "--format", "json", "--warmup", "1", "--iterations", "3", "--processes", "2"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    [record] = json.loads(captured.out)
+    assert record["status"] == "ok", record["reason"]
+    assert record["latency_ms_median"] > 0 and 0 < record["transition_gpu_ms"] < record["gpu_dispatch_ms"]
+    assert record["environment"]["vulkan_device"].startswith("llvmpipe (")
+    assert f"1 records of emulator-5554 in {ResultsDir(out).device('emulator-5554')}" in captured.err
