@@ -48,8 +48,8 @@ def test_the_emulated_device_s_shell_and_the_programs_it_starts_are_arm64(arm64)
     """Its shell is the arm64 mksh, and a shell that shell starts runs an arm64 uname: qemu follows
     each program the device starts (binfmt_misc), not only the first."""
     mksh = arm64_device.programs() / arm64_device.PACKAGES["mksh"]
-    assert _shell("uname -m; sh -c 'uname -m'; readlink $(command -v sh); echo $KSH_VERSION").splitlines() == [
-        "aarch64", "aarch64", str(mksh), "@(#)MIRBSD KSH R59 2023/04/29 +Debian"]
+    said = _shell("uname -m; sh -c 'uname -m'; readlink $(command -v sh); echo $KSH_VERSION").splitlines()
+    assert said[:3] == ["aarch64", "aarch64", str(mksh)] and said[3].startswith("@(#)MIRBSD KSH ")
 
 
 def test_run_sh_on_the_emulated_device_finds_arm64_lavapipe_and_reads_its_limits(arm64):
