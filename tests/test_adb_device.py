@@ -331,10 +331,10 @@ def test_calibrate_prior_runs_the_chosen_fp16_programs_on_the_device_and_ends_wi
     assert captured.out.splitlines()[-1] == str(table)
 
 
-@pytest.mark.parametrize("options", [["--fit", "RUNS"], ["--pack", "OUT.tar"], []])
+@pytest.mark.parametrize("options", [["--prior", "old.json", "--fit", "RUNS"], ["--prior", "old.json", "--pack", "OUT"],
+                                     ["--models", "synthetic_small"], ["--top-up", "timm:resnest14d"]])
 def test_calibrate_on_a_device_without_prior_or_with_fit_or_pack_is_one_line(tmp_path, capsys, options):
-    prior = ["--prior", str(tmp_path / "old.json")] if options else ["--models", "synthetic_small"]
-    assert cli.main(["calibrate", *prior, *options, "--device", "adb", "--out", str(tmp_path / "out")]) == 2
+    assert cli.main(["calibrate", *options, "--device", "adb", "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "layoutbench: error: --device runs the programs --prior chooses on a device reached by adb and fits its "
         "table: add --prior TABLE, drop --fit/--pack"]

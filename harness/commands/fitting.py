@@ -1,7 +1,7 @@
 """The ``calibrate`` command: a device's cost table fitted from runs (here, or made elsewhere),
 left one model out at a time (``--validate``), or a new device's from a few programs (``--prior``,
-``--budget``, ``--pack``): choosing them from another device's table, running or packing them,
-and keeping or transferring the prior."""
+``--budget``, ``--pack``, ``--device``): choosing them from another device's table, running them
+(here or on a device over adb) or packing them, and keeping or transferring the prior."""
 
 import os
 import sys
@@ -17,6 +17,9 @@ from harness.commands.sweeps import (add_device_arguments, on_a_device, run_made
 def calibrate(args) -> int:
     from harness.errors import UsageError
 
+    if on_a_device(args) and (not args.prior or args.fit or args.pack):
+        raise UsageError("--device runs the programs --prior chooses on a device reached by adb and fits its table: "
+                         "add --prior TABLE, drop --fit/--pack")
     if args.top_up:
         from harness.commands.top_up import top_up
 
@@ -34,9 +37,6 @@ def calibrate(args) -> int:
     if args.fp16 and (not args.prior or args.fit):
         raise UsageError("--fp16 runs the .fp16 variants of the programs --prior chooses: add --prior TABLE, drop "
                          "--fit (runs made elsewhere are fitted in the precision they ran in)")
-    if on_a_device(args) and (not args.prior or args.fit or args.pack):
-        raise UsageError("--device runs the programs --prior chooses on a device reached by adb and fits its table: "
-                         "add --prior TABLE, drop --fit/--pack")
     if not args.fit:
         start_local_workers(args)
     import models
