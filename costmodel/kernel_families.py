@@ -97,8 +97,12 @@ FAMILY_SHADERS = {
 # Operators named for their family whose shaders are not named for them.
 _RESHAPES = ("clone", "permute", "view_texture", "view_buffer")
 _OPERATOR_SHADERS = {
-    **{name: (f"binary_{name}",) for name in ("add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "lt",
-                                                "le", "gt", "ge")},
+    **{name: (f"binary_{name}",) for name in ("add", "sub", "mul", "div", "minimum", "maximum", "eq", "lt", "le",
+                                                "gt", "ge")},
+    "pow": ("binary_pow", "pow_scalar"),  # a tensor's power, or a scalar's (Tensor_Scalar)
+    "_native_batch_norm_legit_no_training": ("batchnorm",),
+    "index": ("index_tensor",),
+    "unfold_copy": ("unfold_copy",),
     **dict.fromkeys(("relu", "hardtanh", "clamp"), ("clamp",)),
     **dict.fromkeys(("view_copy", "squeeze_copy", "unsqueeze_copy"), _RESHAPES),
     "cat": (r"concat_\d+", "set_zero", r"update_concat_offset_\d+"),

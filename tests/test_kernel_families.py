@@ -94,6 +94,11 @@ def test_kernel_family_of_hand_built_nodes(expected):
     ("relu", ["clamp_half_texture3d"], True),
     ("gelu", ["gelu_half_texture3d"], True),
     ("gelu", ["sigmoid_half_texture3d"], False),
+    ("pow", ["pow_scalar_texture3d_float_float"], True),  # the families the catalog's corpus models added
+    ("pow", ["binary_pow_texture3d_float"], True),
+    ("_native_batch_norm_legit_no_training", ["batchnorm_half"], True),
+    ("index", ["index_tensor_buffer_float"], True),
+    ("unfold_copy", ["unfold_copy_buffer_float"], True),
 ])
 def test_dispatches_agree_with_a_family_only_through_its_shaders(family, kernels, agrees):
     assert dispatches_agree(family, kernels) is agrees
