@@ -130,8 +130,6 @@ def _held_out(kept: pd.DataFrame, left: pd.DataFrame) -> pd.DataFrame:
                        outside=outside)
 
 
-
-
 def _intervals(held_out: pd.DataFrame) -> Intervals:
     """The intervals of held-out predictions (:func:`_held_out` of every fold): residuals of
     each program's time inside the support, of each program's time relative to the reference
