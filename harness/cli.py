@@ -159,22 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     preferences.add_argument("tables", nargs="+", metavar="TABLE", help="cost tables written by calibrate")
     preferences.add_argument("--format", choices=("table", "json"), default="table")
 
-    pack = commands.add_parser("pack", help="programs, weightless, for remote_runner.py or (--bundle) a device's sh")
-    pack.add_argument("results", help="a results directory written by run --target vulkan-run")
-    pack.add_argument("out", help="the .tar, .tar.gz or .tar.xz to write; with --bundle, or a new directory")
-    pack.add_argument("--bundle", action="store_true", help="with run.sh, which runs them as remote_runner.py does")
-    pack.add_argument("--runner", help="--bundle: an executor_runner for that device, the one run.sh runs by default")
-
-    remote = commands.add_parser("import-remote", help="records of programs run elsewhere by remote_runner.py or run.sh")
-    remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
-    remote.add_argument("archive", help="the tar remote_runner.py wrote, or the directory run.sh filled")
-    remote.add_argument("--out", required=True, help="results directory for that machine's records")
-    remote.add_argument("--device", help="the Vulkan device that ran them, where ARCHIVE does not say")
-    remote.add_argument("--limits", type=device_limits, help="its limits, where ARCHIVE states none: as calibrate's")
-    remote.add_argument("--copy-programs", action="store_true", help="copy the programs and node maps into --out "
-                        "(default: links to them in RESULTS, which must then stay)")
-    remote.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    remote.add_argument("--columns", help="table columns, as for run")
+    upkeep.add_remote_parsers(commands)
 
     report = commands.add_parser("report", help="an HTML and Markdown report of a results directory")
     report.add_argument("results", help="results directory written by run")

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -123,7 +122,7 @@ def test_a_dropped_connection_resumes_with_no_record_lost_or_doubled(results, tm
     monkeypatch.setenv("STANDIN_ADB_FAIL_AFTER", "7")
     with pytest.raises(MeasurementError) as dropped:
         _run(results, tmp_path, [])
-    assert str(dropped.value) == (f"adb failed pulling programs/synthetic_small/{RECORDED[1]}.pte's ETDumps on "
+    assert str(dropped.value) == (f"adb failed pulling programs/synthetic_small/{RECORDED[1]}.pte's ETDumps and outputs on "
                                   "emulator-5554 (adb: error: device 'emulator-5554' not found); re-run the same "
                                   "command to resume where it stopped")
     assert [r["strategy"] for r in RecordStore(tmp_path / "device-runs").read()] == [RECORDED[0]]
@@ -225,6 +224,43 @@ def test_no_adb_no_runner_no_vulkaninfo_are_one_line(results, tmp_path, monkeypa
     assert prefixed.stdout.splitlines() == ["yes", shutil.which("mksh")]
 
 
+def run_on_device_and_with_remote_runner_py(tmp_path, capsys, device_runner: Path, host_runner: Path) -> list[tuple]:
+    """synthetic_small x the recorded strategies made here and run by ``device_runner`` through the
+    stand-in adb (run --device adb, one command), then by remote_runner.py with ``host_runner`` here:
+    each program's (device record, remote_runner.py's record), both with their outputs compared with
+    eager's and within tolerance, the device's scratch directory gone."""
+    out = tmp_path / "results"
+    options = ["--warmup", "1", "--iterations", "3", "--processes", "2"]
+    code = cli.main(["run", "--models", "synthetic_small", "--strategies", ",".join(RECORDED), "--target",
+                     "vulkan-run", "--workers", "0", "--out", str(out), "--device", "adb", "--adb",
+                     str(STANDIN_ADB), "--et-runner", str(device_runner), "--format", "json", *options])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"2 records of emulator-5554 in {ResultsDir(out).device('emulator-5554')}" in captured.err
+    on_device = {r["strategy"]: r for r in json.loads(captured.out)}
+    assert set(on_device) == set(RECORDED)
+    done = subprocess.run([sys.executable, str(Path(cli.__file__).parent / "targets/vulkan/remote/remote_runner.py"),
+                           str(out), str(host_runner), str(tmp_path / "py.tar"), *options],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pairs = [(on_device[record["strategy"]], record) for record in import_remote(out, tmp_path / "py.tar",
+                                                                                 tmp_path / "py")]
+    for device_record, record in pairs:
+        assert device_record["status"] == record["status"] == "ok", (device_record["reason"], record["reason"])
+        assert device_record["latency_ms_median"] > 0 and device_record["gpu_dispatch_ms"] > 0
+        for compared in (device_record, record):  # the outputs each run brought back, against eager's
+            assert compared["max_abs_error"] <= compared["error_tolerance"], compared["run_note"]
+    assert not list(Path(os.environ["STANDIN_ADB_ROOT"]).glob("data/local/tmp/layoutbench"))
+    return pairs
+
+
+def but_for(record: dict, fields) -> dict:
+    return {k: v for k, v in record.items() if k not in fields}
+
+
+MEASURED = {*RUN_FIELDS, "run_note", "timestamp"}  # what a run measures
+
+
 def test_one_command_runs_on_the_device_the_records_remote_runner_py_gives(tmp_path, monkeypatch, real_runner,
                                                                            capsys):
     """run --device adb with the host's runner as the device's: the programs made and checked here,
@@ -241,30 +277,9 @@ def test_one_command_runs_on_the_device_the_records_remote_runner_py_gives(tmp_p
     monkeypatch.setenv("STANDIN_ADB_ROOT", str(root))
     if not shutil.which("mksh"):
         pytest.skip("no mksh here (apt-get install mksh)")
-    out = tmp_path / "results"
-    options = ["--warmup", "1", "--iterations", "3", "--processes", "2"]
-    code = cli.main(["run", "--models", "synthetic_small", "--strategies", ",".join(RECORDED), "--target",
-                     "vulkan-run", "--workers", "0", "--out", str(out), "--device", "adb", "--adb", str(STANDIN_ADB),
-                     "--et-runner", str(real_runner.path), "--format", "json", *options])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    on_device = {r["strategy"]: r for r in json.loads(captured.out)}
-    assert set(on_device) == set(RECORDED)
-    assert f"2 records of emulator-5554 in {ResultsDir(out).device('emulator-5554')}" in captured.err
-    done = subprocess.run([sys.executable, str(Path(cli.__file__).parent / "targets/vulkan/remote/remote_runner.py"),
-                           str(out), str(real_runner.path), str(tmp_path / "py.tar"), *options],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    with tarfile.open(tmp_path / "py.tar") as tar:
-        assert "remote.json" in tar.getnames()
-    measured = {*RUN_FIELDS, "run_note", "timestamp"}
-    for record in import_remote(out, tmp_path / "py.tar", tmp_path / "py"):
-        device_record = on_device[record["strategy"]]
-        assert device_record["status"] == record["status"] == "ok", (device_record["reason"], record["reason"])
-        assert {k: v for k, v in device_record.items() if k not in measured} == \
-            {k: v for k, v in record.items() if k not in measured}
-        assert device_record["latency_ms_median"] > 0 and device_record["gpu_dispatch_ms"] > 0
-    assert not (root / "data/local/tmp/layoutbench").exists()
+    for device_record, record in run_on_device_and_with_remote_runner_py(tmp_path, capsys, real_runner.path,
+                                                                               real_runner.path):
+        assert but_for(device_record, MEASURED) == but_for(record, MEASURED)
 
 
 def _copy_node_map(source: Path, target: Path, model: str) -> None:

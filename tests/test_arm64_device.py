@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.results.results_dir import ResultsDir
 from harness.targets.vulkan.local.runners import built_runners
 
 from .helpers import arm64_device
-from .test_adb_device import STANDIN_ADB
+from .test_adb_device import MEASURED, STANDIN_ADB, but_for, run_on_device_and_with_remote_runner_py
 from .test_bundle import _executable
 from .test_vulkan_run import real_runner  # noqa: F401  (a fixture)
 
@@ -70,21 +69,23 @@ def test_run_sh_on_the_emulated_device_finds_arm64_lavapipe_and_reads_its_limits
 
 
 @pytest.mark.slow
-def test_run_device_adb_runs_the_cross_built_runner_on_the_emulated_device(tmp_path, arm64, real_runner, capsys):
-    """synthetic_small x bfs-downstream made and checked here, then run by the aarch64 runner on the
-    emulated device: a record with latency and GPU time from the ETDumps pulled back."""
+def test_the_cross_built_runner_on_the_emulated_device_gives_the_records_remote_runner_py_gives(
+        tmp_path, arm64, real_runner, capsys):
+    """synthetic_small x two strategies made and checked here, then run by the aarch64 runner under the
+    device's mksh (run --device adb): records with latency and GPU time from the ETDumps pulled back,
+    outputs computed there within tolerance of eager's, and otherwise the records remote_runner.py
+    gives for the same programs on the host's runner but for what a run measures and what names
+    the other device (its GPU and limits, its runner, and so the identity)."""
     cross = [path for path, build in built_runners() if build.get("built_for") == BUILT_FOR]
     if not cross:
         pytest.skip(f"no executor_runner built for {BUILT_FOR}: layoutbench runtime build --toolchain "
                     "docs/toolchains/aarch64-linux-gnu.cmake")
-    out = tmp_path / "results"
-    code = cli.main(["run", "--models", "synthetic_small", "--strategies", "bfs-downstream", "--target", "vulkan-run",
-                     "--workers", "0", "--out", str(out), "--device", "adb", "--adb", str(STANDIN_ADB), "--et-runner",
-                     str(cross[0]), "--format", "json", "--warmup", "1", "--iterations", "3", "--processes", "2"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    [record] = json.loads(captured.out)
-    assert record["status"] == "ok", record["reason"]
-    assert record["latency_ms_median"] > 0 and 0 < record["transition_gpu_ms"] < record["gpu_dispatch_ms"]
-    assert record["environment"]["vulkan_device"].startswith("llvmpipe (")
-    assert f"1 records of emulator-5554 in {ResultsDir(out).device('emulator-5554')}" in captured.err
+    device_named = {"vulkan_device", "vulkan_limits", "runtime"}
+    for device_record, record in run_on_device_and_with_remote_runner_py(tmp_path, capsys, cross[0],
+                                                                         real_runner.path):
+        assert 0 < device_record["transition_gpu_ms"] < device_record["gpu_dispatch_ms"]
+        assert device_record["environment"]["vulkan_device"].startswith("llvmpipe (")
+        assert device_record["environment"]["vulkan_device"] != record["environment"]["vulkan_device"]
+        assert but_for(device_record["environment"], device_named) == but_for(record["environment"], device_named)
+        assert but_for(device_record, {*MEASURED, "environment", "identity"}) == \
+            but_for(record, {*MEASURED, "environment", "identity"})

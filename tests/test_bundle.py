@@ -21,7 +21,7 @@ from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, make_record
 from harness.targets.vulkan.local.remote_import import import_remote
 from harness.targets.vulkan.remote import packing, weightless
-from harness.targets.vulkan.remote.remote_runner import etdump_paths, runner_command
+from harness.targets.vulkan.remote.remote_runner import etdump_paths, output_paths, runner_command
 
 from .test_remote_runs import _program
 from .test_vulkan_run import real_runner  # noqa: F401  (a fixture)
@@ -39,6 +39,7 @@ STAND_IN = r"""#!/bin/sh
 for arg; do printf '%s\n' "$arg"; done >> "$FAKE_LOG"; echo --- >> "$FAKE_LOG"
 model=${1#--model_path=} count=${3#--num_executions=}
 cp "$model" "$FAKE_SAVE/"
+printf 'outputs of %s' "$(basename "$model")" > "${4#--output_file=}-0.bin"
 case $model in *"${FAKE_FAIL:-@}"*) printf 'loading\n  Missing operator: aten.logical_not  \n\n' >&2; exit 3 ;; esac
 if [ -z "$FAKE_NO_ETDUMP" ]; then printf 'executions %s' "$count" > model.etdump; exit 0; fi
 if [ -n "$FAKE_CLOCK" ]; then echo $(($(cat "$FAKE_CLOCK") + count * FAKE_INFERENCE_NS)) > "$FAKE_CLOCK"; exit 0; fi
@@ -146,6 +147,31 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
     assert summary["limits"] == {"maxImageDimension2D": 16384, "maxImageDimension3D": 4096,
                                  "maxStorageBufferRange": 134217728}
     assert len(list((tmp_path / "out" / "programs").rglob("*.etdump"))) == 2  # the earlier run's are gone
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("weights", [True, False], ids=["with weights", "weightless"])
+def test_run_sh_brings_back_the_outputs_of_programs_packed_with_their_weights(results, tmp_path, shell, weights):
+    """pack --bundle --weights: each program runs byte for byte as it was made, and its last
+    execution's outputs come back where import-remote reads them; weightless, the outputs of
+    random weights are left there (null in remote.json)."""
+    bundle, log, saved = tmp_path / "bundle", tmp_path / "log", tmp_path / "saved"
+    saved.mkdir()
+    packing.pack_bundle(results, bundle, weights=weights)
+    assert not list(bundle.glob("fill/*")) if weights else list(bundle.glob("fill/*"))
+    runner = _executable(tmp_path / "executor_runner", STAND_IN)
+    done = _run_sh(shell, bundle, runner, tmp_path / "out", "--processes", "1", "--device", "d",
+                   FAKE_LOG=str(log), FAKE_SAVE=str(saved))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "out" / "remote.json").read_text())
+    for strategy in STRATEGIES:
+        name = f"programs/synthetic_small/{strategy}.pte"
+        [kept] = output_paths(Path(name), 1)
+        assert summary["programs"][name]["outputs"] == (1 if weights else None)
+        assert (saved / f"{strategy}.pte").read_bytes() == (results / name).read_bytes() if weights else True
+        if weights:
+            assert (tmp_path / "out" / kept).read_text() == f"outputs of {strategy}.pte"
+    assert list((tmp_path / "out").rglob("*.outputs")) == [] if not weights else True
 
 
 def test_run_sh_only_runs_the_program_it_is_given(results, tmp_path):

@@ -349,7 +349,8 @@ def test_import_of_what_run_sh_could_not_measure_says_so(tmp_path, capsys):
     for record in json.loads(capsys.readouterr().out):
         assert record["environment"]["vulkan_device"] == "Adreno (TM) 740" and record["peak_rss_bytes"] is None
         assert record["run_note"] == ("run on elsewhere (Adreno (TM) 740) by run.sh; peak memory not measured: "
-                                      "no time -v here; outputs not compared")
+                                      "no time -v here; outputs not compared: none came back (an earlier "
+                                      "remote_runner.py or run.sh)")
         assert record["gpu_dispatch_ms"] > 0  # the ETDumps copied from the directory, attributed
 
 

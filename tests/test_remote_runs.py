@@ -15,7 +15,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import torch
 
+from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore
 from harness.targets.vulkan.local import runners
 from harness.targets.vulkan.local.remote_import import import_remote
@@ -223,7 +225,7 @@ HOSTILE = [  # (what the archive is, what import-remote says of it after its pat
     ("programs a string", "is not as remote_runner.py or run.sh write it: remote.json's programs is "
      '"programs/synthetic_small/bfs-downstr..., not an object'),
     ("three processes, one ETDump each", "lacks programs/synthetic_small/bfs-downstream.2.etdump (4 of the 6 "
-     "ETDumps its remote.json promises are missing)"),
+     "files its remote.json promises are missing)"),
 ]
 
 
@@ -302,6 +304,63 @@ def test_an_impossible_figure_fails_its_record_with_the_reason(tmp_path, run, re
     else:
         assert (record["status"], record["reason"]) == ("failed", f"{reason}; run the program there again")
         assert record.get("latency_ms_median") is None
+
+
+EAGER = torch.linspace(-4, 4, 10).reshape(1, 10)  # a classifier's logits
+RANDOM_WEIGHTS = ("outputs not compared: the program ran with random weights in place of its own (sent weightless; "
+                  "a run over adb and pack --bundle --weights send them)")
+
+
+@pytest.mark.parametrize("returned, eager_kept, status, said", [
+    (EAGER + 1e-4, True, "ok", None),
+    (EAGER + 0.5, True, "failed", "outputs differ from eager PyTorch: max abs error 0.5 > tolerance 0.004 (on elsewhere)"),
+    (EAGER[:, :5], True, "failed", "its outputs cannot be compared with eager PyTorch's: output 0 has 20 bytes, "
+                                   "eager PyTorch's 40"),
+    (None, True, "ok", RANDOM_WEIGHTS),
+    (EAGER, False, "ok", "outputs not compared: no eager outputs were kept beside the program here"),
+], ids=["within tolerance", "wrong", "cut short", "random weights", "no eager outputs"])
+def test_outputs_that_came_back_are_held_to_eager_pytorch_s(tmp_path, returned, eager_kept, status, said):
+    """The outputs of a program run elsewhere with its own weights, against eager's that vulkan-run
+    kept beside it: within tolerance, the error in the record; beyond it or not comparable, the
+    record failed, saying so; computed on random weights or with no eager outputs kept, not
+    compared, and the note says why."""
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    name = "programs/synthetic_small/bfs-downstream.pte"
+    if eager_kept:
+        torch.save([EAGER], ResultsDir.beside(results / name, "eager_outputs"))
+    summary, etdumps = _contents(archive)
+    summary["programs"][name]["outputs"] = None if returned is None else 1
+    outputs = [] if returned is None else [(tarfile.TarInfo(str(remote_runner.output_paths(Path(name), 1)[0])),
+                                           returned.contiguous().numpy().tobytes())]
+    record = {r["strategy"]: r for r in import_remote(
+        results, _returned_as(tmp_path, "r.tar", summary, [*etdumps, *outputs]), tmp_path / "remote")}["bfs-downstream"]
+    assert record["status"] == status
+    if status == "failed":
+        assert record["reason"] == said
+        return
+    assert record["run_note"].endswith(said or "by remote_runner.py")
+    compared = said is None
+    assert (record["max_abs_error"] is not None, record["error_tolerance"] is not None) == (compared, compared)
+    if compared:
+        assert record["max_abs_error"] == pytest.approx(1e-4, rel=1e-2) and record["error_tolerance"] == 4e-3
+
+
+def test_outputs_promised_and_missing_refuse_the_archive(tmp_path, capsys):
+    from harness import cli
+
+    from .test_dispatches import _ran_elsewhere
+
+    results, archive = _ran_elsewhere(tmp_path)
+    summary, etdumps = _contents(archive)
+    summary["programs"]["programs/synthetic_small/bfs-downstream.pte"]["outputs"] = 2
+    hollow = _returned_as(tmp_path, "r.tar", summary, etdumps)
+    assert cli.main(["import-remote", str(results), str(hollow), "--out", str(tmp_path / "remote")]) == 2
+    assert capsys.readouterr().err == (
+        f"layoutbench: error: {hollow} lacks programs/synthetic_small/bfs-downstream.outputs/output-0.bin (2 of the 4 "
+        f"files its remote.json promises are missing): pass the tar remote_runner.py wrote or the directory run.sh "
+        "filled, whole\n")
 
 
 def test_an_etdump_of_fewer_inferences_than_were_timed_fails_its_record(tmp_path):

@@ -289,8 +289,8 @@ def test_real_runtime_profile_and_remote_round_trip(tmp_path, real_runner, capsy
     imported = import_remote(results, tmp_path / "remote.tar", tmp_path / "remote")
     assert {r["strategy"] for r in imported} == {"bfs-downstream", "all-width-packed"}
     local = {r["strategy"]: r for r in RecordStore(results).read()}
-    for record in imported:
-        assert record["status"] == "ok" and record["max_abs_error"] is None
+    for record in imported:  # the programs ran with their weights: their outputs came back, held to eager's
+        assert record["status"] == "ok" and record["max_abs_error"] <= record["error_tolerance"]
         assert record["identity"] != local[record["strategy"]]["identity"]
         assert record["transitions"] == local[record["strategy"]]["transitions"]
         assert 0 < record["transition_time_share"] < 1
@@ -332,6 +332,8 @@ def test_a_vulkan_run_record_is_reused_only_with_its_files(tmp_path):
     pte.parent.mkdir(parents=True)
     for suffix in (".pte", ".nodes.json"):
         pte.with_suffix(suffix).write_bytes(b"kept")
+    assert not target.reusable({**record, "latency_source": "wall-clock"}, context)  # eager's outputs are gone
+    pte.with_suffix(".eager.pt").write_bytes(b"kept")
     assert not target.reusable(record, context)  # its ETDump is gone
     assert target.reusable({**record, "latency_source": "wall-clock"}, context)  # a runner without the event tracer
     pte.with_suffix(".etdump").write_bytes(b"kept")

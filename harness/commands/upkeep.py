@@ -6,8 +6,31 @@ from pathlib import Path
 
 from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, say
+from harness.commands.option_types import device_limits
 from harness.commands.output import render_records
 from layoutkit import strict_json
+
+
+def add_remote_parsers(commands) -> None:
+    """The ``pack`` and ``import-remote`` commands' options: programs for a machine elsewhere, and its runs back."""
+    pack = commands.add_parser("pack", help="programs, weightless, for remote_runner.py or (--bundle) a device's sh")
+    pack.add_argument("results", help="a results directory written by run --target vulkan-run")
+    pack.add_argument("out", help="the .tar, .tar.gz or .tar.xz to write; with --bundle, or a new directory")
+    pack.add_argument("--bundle", action="store_true", help="with run.sh, which runs them as remote_runner.py does")
+    pack.add_argument("--runner", help="--bundle: an executor_runner for that device, the one run.sh runs by default")
+    pack.add_argument("--weights", action="store_true", help="keep their weights: import-remote then holds the "
+                      "outputs there to eager PyTorch's (weightless, they compute on random weights)")
+
+    remote = commands.add_parser("import-remote", help="records of programs run elsewhere by remote_runner.py or run.sh")
+    remote.add_argument("results", help="the results directory (vulkan-run) whose programs were run there")
+    remote.add_argument("archive", help="the tar remote_runner.py wrote, or the directory run.sh filled")
+    remote.add_argument("--out", required=True, help="results directory for that machine's records")
+    remote.add_argument("--device", help="the Vulkan device that ran them, where ARCHIVE does not say")
+    remote.add_argument("--limits", type=device_limits, help="its limits, where ARCHIVE states none: as calibrate's")
+    remote.add_argument("--copy-programs", action="store_true", help="copy the programs and node maps into --out "
+                        "(default: links to them in RESULTS, which must then stay)")
+    remote.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    remote.add_argument("--columns", help="table columns, as for run")
 
 
 def pack(args) -> int:
@@ -16,10 +39,10 @@ def pack(args) -> int:
 
     if args.runner and not args.bundle:
         raise UsageError("--runner goes into a bundle: add --bundle")
-    count = (packing.pack_bundle(args.results, args.out, args.runner) if args.bundle
-             else packing.pack(args.results, args.out))
+    count = (packing.pack_bundle(args.results, args.out, args.runner, args.weights) if args.bundle
+             else packing.pack(args.results, args.out, args.weights))
     what = "a bundle for run.sh" if args.bundle else "a tar for remote_runner.py"
-    say(f"{count} programs, without their weights, packed into {args.out}, {what}")
+    say(f"{count} programs, {'with' if args.weights else 'without'} their weights, packed into {args.out}, {what}")
     print(args.out)
     return 0
 

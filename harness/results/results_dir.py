@@ -9,6 +9,7 @@
     RESULTS/programs/<model>/<strategy>.pte    a vulkan-run program, and beside it
                .nodes.json  its node map      .etdump  its first runtime process's ETDump
                .inputs/     its inputs        .2.etdump, .3.etdump ...  the other processes'
+               .eager.pt    eager PyTorch's outputs for them    .outputs/  another machine's (import-remote)
     RESULTS/profile-<model>-<strategy>[-vs-<other>].png   profile's chart
     RESULTS/devices/<serial>/                  run --device adb: the device's results directory, and in it
                adb-bundle/  the programs, the runner and run.sh as last pushed there
@@ -20,8 +21,8 @@
     RESULTS/report.html, report.md, report_charts/         report's output
 
 ``harness/targets/vulkan/remote/remote_runner.py`` is the one other module that knows ``programs/``
-(and names the ETDumps of several processes, ``etdump_paths``): a script run with Python
-alone on another machine, it cannot import this module.
+(and names the ETDumps of several processes and the outputs, ``etdump_paths``, ``output_paths``):
+a script run with Python alone on another machine, it cannot import this module.
 """
 
 import contextlib
@@ -39,7 +40,8 @@ def _file_name(text: str) -> str:
 class ResultsDir:
     """One results directory's paths; nothing is created here (a writer makes a path's folder)."""
 
-    PROGRAM_SUFFIXES = {"node_map": ".nodes.json", "etdump": ".etdump", "inputs": ".inputs"}
+    PROGRAM_SUFFIXES = {"node_map": ".nodes.json", "etdump": ".etdump", "inputs": ".inputs",
+                        "eager_outputs": ".eager.pt", "device_outputs": ".outputs"}
 
     def __init__(self, root: str | Path):
         if not str(root):  # Path("") is the current directory, which no one named
@@ -74,7 +76,7 @@ class ResultsDir:
 
     @staticmethod
     def beside(program: Path, kind: str) -> Path:
-        """The ``kind`` (``node_map``, ``etdump`` or ``inputs``) kept beside ``program``."""
+        """The ``kind`` (a key of :attr:`PROGRAM_SUFFIXES`) kept beside ``program``."""
         return Path(program).with_suffix(ResultsDir.PROGRAM_SUFFIXES[kind])
 
     @staticmethod

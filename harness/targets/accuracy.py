@@ -31,6 +31,21 @@ def eager_outputs(module, inputs) -> list[torch.Tensor]:
         return [t.detach() for t in flat_outputs(module(*inputs))]
 
 
+def raw_outputs(paths: list, reference: list) -> list[torch.Tensor]:
+    """The outputs a runner wrote (each tensor's raw bytes, ``--output_file``), read as the
+    reference's types and shapes."""
+    if len(paths) != len(reference):
+        raise OutputMismatch(f"program returned {len(paths)} outputs, eager PyTorch {len(reference)}")
+    outputs = []
+    for index, (path, like) in enumerate(zip(paths, reference)):
+        data = bytearray(path.read_bytes())
+        if len(data) != like.numel() * like.element_size():
+            raise OutputMismatch(f"output {index} has {len(data)} bytes, eager PyTorch's "
+                                 f"{like.numel() * like.element_size()}")
+        outputs.append(torch.frombuffer(data, dtype=like.dtype).reshape(like.shape) if data else like.new_empty(like.shape))
+    return outputs
+
+
 def max_abs_error(outputs: list, reference: list) -> float:
     if len(outputs) != len(reference):
         raise OutputMismatch(f"program returned {len(outputs)} outputs, eager PyTorch {len(reference)}")

@@ -135,10 +135,11 @@ class VulkanRun(Vulkan):
                 "vulkan_limits": vulkan_limits(index)}
 
     def reusable(self, record: dict, context: MeasureContext) -> bool:
-        """Only where its program, node map and (if it had one) ETDump are in this results
-        directory: profile and costs read them, and its latency came from the ETDump."""
+        """Only where its program, node map, eager's outputs and (if it had one) ETDump are in this
+        results directory: profile and costs read them, its latency came from the ETDump, and a
+        device that runs the program elsewhere is held to eager's outputs."""
         path = ResultsDir(context.results_dir).program(record["model"], record["strategy"])
-        kept = [path, ResultsDir.beside(path, "node_map")]
+        kept = [path, ResultsDir.beside(path, "node_map"), ResultsDir.beside(path, "eager_outputs")]
         if record.get("latency_source") == ETDUMP:
             kept.append(ResultsDir.beside(path, "etdump"))
         return all(p.exists() for p in kept)

@@ -1,8 +1,9 @@
 """Programs made here run on a device reached by ``adb`` (``run --device adb[:SERIAL]``), as
 ExecuTorch's ``devtools/scripts/benchmark_android.sh`` runs them on a phone.
 
-The programs, weightless, and the device's runner go into a bundle for ``run.sh``
-(:func:`harness.targets.vulkan.remote.packing.pack_bundle`), kept in the device's results
+The programs, with their weights (the outputs the device computes come back and are held to
+eager PyTorch's: a wrong shader there fails its record), and the device's runner go into a
+bundle for ``run.sh`` (:func:`harness.targets.vulkan.remote.packing.pack_bundle`), kept in the device's results
 directory so that ``adb push --sync`` sends only what changed since the last push (adb skips a
 file of the same size and time there). Each program then runs on its own, ``sh run.sh --only
 PROGRAM`` through ``adb shell`` (repeated runner processes, its event tracer, the Vulkan device
@@ -113,7 +114,7 @@ def _synced_bundle(results: Path, runner: Path, kept: Path) -> None:
     fresh = Path(tempfile.mkdtemp(prefix=".bundle-", dir=kept.parent))
     try:
         shutil.rmtree(fresh)
-        packing.pack_bundle(results, fresh, runner)
+        packing.pack_bundle(results, fresh, runner, weights=True)
         new = {path.relative_to(fresh) for path in fresh.rglob("*") if path.is_file()}
         for old in [path for path in kept.rglob("*") if path.is_file() and path.relative_to(kept) not in new]:
             old.unlink()
@@ -168,10 +169,10 @@ def _run_and_import(adb: Adb, results: Path, records: list[dict], runner: Path, 
             doing=f"running {name}")
         ran = time.monotonic()
         with tempfile.TemporaryDirectory(dir=out.parent) as pulled:
-            adb("pull", device_out, pulled, doing=f"pulling {name}'s ETDumps")
+            adb("pull", device_out, pulled, doing=f"pulling {name}'s ETDumps and outputs")
             pull_seconds = time.monotonic() - ran
             [imported] = import_remote(results, Path(pulled) / str(index), out)
-        adb("shell", f"rm -rf {device_out}", doing=f"removing {name}'s ETDumps there")
+        adb("shell", f"rm -rf {device_out}", doing=f"removing {name}'s ETDumps and outputs there")
         outcome = imported["reason"] if imported["status"] != "ok" else f"{imported['latency_ms_median']:.3f} ms"
         say(f"[{index}/{len(todo)}] {name} on {adb.serial}: run {ran - started:.1f} s, pull {pull_seconds:.1f} s: "
             f"{outcome}")

@@ -7,8 +7,11 @@ inputs); the other machine ran them and sent back ETDumps and ``remote.json``: i
 machine: its latency (from its ETDump's events, as vulkan-run reads them, else wall-clock
 timings) and peak memory, GPU time attributed by node from its ETDump, its Vulkan device (with
 its limits) and runner in the environment (so the identity differs from the local record's).
-Outputs are not compared there: ``max_abs_error`` is None and ``run_note`` says so, as it says
-what the other machine could not measure (run.sh without a ``time -v``: peak memory).
+The outputs of a program run there with its own weights came back too and are held to eager
+PyTorch's, which vulkan-run kept beside the program (``max_abs_error``; beyond the tolerance the
+record fails, as vulkan-run's does). A program sent weightless computed on random weights there:
+its ``max_abs_error`` is None and ``run_note`` says why, as it says what the other machine could
+not measure (run.sh without a ``time -v``: peak memory).
 """
 
 import contextlib
@@ -18,16 +21,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import torch
+
 from harness.errors import UsageError
 from harness.results.provenance import identity_fields
 from harness.results.results_dir import ResultsDir
 from harness.results.schema import METRICS
 from harness.results.store import RecordStore, latest
+from harness.targets.accuracy import OutputMismatch, max_abs_error, raw_outputs, tolerance, wrong_answer
 from harness.targets.vulkan.local.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error, read_node_map
 from harness.targets.vulkan.local.latency import LATENCY_FIELDS, latency_fields
 from harness.targets.vulkan.local.runners import remove_program
 from harness.targets.vulkan.remote.remote_archive import returned
-from harness.targets.vulkan.remote.remote_runner import REMOTE_SUMMARY, etdump_paths, wall_clock_latencies
+from harness.targets.vulkan.remote.remote_runner import (
+    REMOTE_SUMMARY, etdump_paths, output_paths, wall_clock_latencies)
 
 NS_PER_S = 1e9
 RUN_FIELDS = (*LATENCY_FIELDS, "iterations", "peak_rss_bytes", "max_abs_error", "error_tolerance", *GPU_FIELDS,
@@ -61,10 +68,33 @@ def _walls_and_peak(run: dict) -> tuple[list | None, float | None]:
     return walls, max(kib) * 1024 if kib else run.get("peak_rss_bytes")
 
 
-def _measured(run: dict, summary: dict, pte: Path) -> dict:
-    """A run's measured record fields (the program ``pte`` placed in the import, its ETDumps beside
-    it); RuntimeError where the run was too fast to time from outside or a figure is impossible,
-    ValueError where an ETDump holds fewer inferences than the settings timed."""
+# Why a run's outputs are not compared, by what its remote.json says of them
+NOT_COMPARED = {None: "the program ran with random weights in place of its own (sent weightless; a run over adb "
+                      "and pack --bundle --weights send them)",
+                "absent": "none came back (an earlier remote_runner.py or run.sh)"}
+
+
+def _accuracy(run: dict, pte: Path, precision: str) -> dict:
+    """``max_abs_error`` and ``error_tolerance`` of the outputs that came back for ``pte`` (placed in
+    the import) against eager's kept beside it, or Nones and a ``run_note`` part saying why not."""
+    eager = ResultsDir.beside(pte, "eager_outputs")
+    count = run.get("outputs", "absent")
+    why = NOT_COMPARED.get(count) or (None if eager.exists() else "no eager outputs were kept beside the program here")
+    if why:
+        return {"max_abs_error": None, "error_tolerance": None, "note": f"outputs not compared: {why}"}
+    reference = torch.load(eager, weights_only=True)
+    try:
+        error = max_abs_error(raw_outputs(output_paths(pte, count), reference), reference)
+    except OutputMismatch as mismatch:
+        raise RuntimeError(f"its outputs cannot be compared with eager PyTorch's: {mismatch}") from None
+    return {"max_abs_error": error, "error_tolerance": tolerance(reference, precision), "note": None}
+
+
+def _measured(run: dict, summary: dict, pte: Path, precision: str) -> dict:
+    """A run's measured record fields (the program ``pte`` placed in the import, its ETDumps and
+    outputs beside it); RuntimeError where the run was too fast to time from outside, a figure is
+    impossible or the outputs are wrong, ValueError where an ETDump holds fewer inferences than
+    the settings timed."""
     iterations, latencies = summary["settings"]["iterations"], run.get("latencies_ms")
     walls, peak = _walls_and_peak(run)
     _impossible("latencies_ms", latencies or [], "ms")
@@ -79,8 +109,13 @@ def _measured(run: dict, summary: dict, pte: Path) -> dict:
     # ETDumps came back where the runner has the event tracer, one per process: their events are
     # the latency (in a tar of the earlier remote.py too, one ETDump beside its wall-clock timings).
     etdumps = etdump_paths(pte, run.get("processes", 1)) if run["etdump"] else []
+    accuracy = _accuracy(run, pte, precision)
+    wrong = wrong_answer(accuracy)
+    if wrong:
+        raise RuntimeError(f"{wrong} (on {summary['machine']})")
+    note = "; ".join(filter(None, [note, accuracy.pop("note")]))
     fields = {**latency_fields(etdumps, iterations, latencies), "iterations": iterations, "peak_rss_bytes": peak,
-              "max_abs_error": None, "error_tolerance": None, "run_note": f"{note}; outputs not compared"}
+              **accuracy, "run_note": note}
     if run["etdump"]:
         fields.update(attributed_gpu_fields(ResultsDir.beside(pte, "etdump"), read_node_map(pte)))
         fields["prediction_error"] = prediction_error(fields)
@@ -103,7 +138,8 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
         fields.update(status="failed", reason=run["error"])
         return fields
     try:
-        fields.update(_measured(run, summary, ResultsDir(out).program(record["model"], record["strategy"])))
+        fields.update(_measured(run, summary, ResultsDir(out).program(record["model"], record["strategy"]),
+                                record.get("precision", "float32")))
     except (RuntimeError, ValueError) as error:  # ValueError: an ETDump of fewer inferences than were timed
         fields.update(status="failed", reason=str(error))
     return fields
@@ -125,11 +161,12 @@ def _with_device(summary: dict, archive: Path, device: str | None, limits) -> di
     return summary
 
 
-def _etdumps(summary: dict, names: list[str]) -> list[str]:
-    """The ETDumps the runs of the programs ``names`` promise, where each is kept in the archive."""
-    runs = [(name, summary["programs"][name]) for name in names]
-    return [str(place) for name, run in runs if "error" not in run and run["etdump"]
-            for place in etdump_paths(Path(name), run.get("processes", 1))]
+def _promised(summary: dict, names: list[str]) -> list[str]:
+    """The ETDumps and outputs the runs of the programs ``names`` promise, where each is kept in the archive."""
+    runs = [(Path(name), summary["programs"][name]) for name in names]
+    return [str(place) for name, run in runs if "error" not in run
+            for place in [*(etdump_paths(name, run.get("processes", 1)) if run["etdump"] else []),
+                          *output_paths(name, run.get("outputs") or 0)]]
 
 
 def _place(source: Path, target: Path, copy: bool) -> None:
@@ -198,7 +235,7 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
             for record in local:
                 source = ResultsDir(results).program(record["model"], record["strategy"])
                 target = ResultsDir(staging).program(record["model"], record["strategy"])
-                node_map = ResultsDir.beside(source, "node_map")
+                node_map, eager = (ResultsDir.beside(source, kind) for kind in ("node_map", "eager_outputs"))
                 for needed in (source, node_map):
                     if not needed.is_file():
                         raise UsageError(f"{needed} is missing: import into the results directory the archive's "
@@ -206,7 +243,9 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _place(source, target, copy_programs)
                 _place(node_map, ResultsDir.beside(target, "node_map"), copy_programs)
-            came_back.put(_etdumps(summary, [_name(r) for r in local]), staging)
+                if eager.is_file():
+                    _place(eager, ResultsDir.beside(target, "eager_outputs"), copy_programs)
+            came_back.put(_promised(summary, [_name(r) for r in local]), staging)
             store = RecordStore(staging)
             imported = [_remote_record(record, summary["programs"][_name(record)], summary, staging)
                         for record in local]

@@ -27,11 +27,12 @@ import torch
 
 from layoutkit.files import cache_folder, refuse_if_others_can_write
 from harness.results.results_dir import ResultsDir
-from harness.targets.accuracy import eager_outputs, max_abs_error, tolerance
+from harness.targets.accuracy import eager_outputs, max_abs_error, raw_outputs, tolerance
 from harness.targets.base import RUNNER_ENV, RunSettings
 from harness.targets.vulkan.local.dispatches import GPU_FIELDS, attributed_gpu_fields
 from harness.targets.vulkan.local.latency import latency_fields
-from harness.targets.vulkan.remote.remote_runner import etdump_paths, run_child, run_timed, runner_command
+from harness.targets.vulkan.remote.remote_runner import (
+    etdump_paths, run_child, run_timed, runner_command, written_outputs)
 from layoutkit.errors import MeasurementError, UsageError
 
 RUNNER_NAME = "executor_runner"
@@ -100,12 +101,7 @@ class ExecutorRunner:
         latencies, peak, etdumps = run_timed(lambda count: self.execute(pte, input_files, count, workdir), workdir,
                                              settings.warmup, settings.iterations, settings.repeats,
                                              settings.processes, RuntimeFailure)
-        # The runner writes each output's raw bytes to <base>-<index>.bin.
-        outputs = [
-            torch.frombuffer(bytearray((workdir / f"output-{i}.bin").read_bytes()), dtype=like.dtype).reshape(like.shape)
-            for i, like in enumerate(output_like)
-        ]
-        return RunResult(latencies, outputs, peak, etdumps)
+        return RunResult(latencies, raw_outputs(written_outputs(workdir), output_like), peak, etdumps)
 
 
 class Pybindings:
@@ -199,8 +195,10 @@ def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
     program's ``precision``); the record fields of one run.
     The ETDumps, where the runtime wrote them, are kept beside ``pte`` (``remote_runner.etdump_paths``):
     the latency is read from them, and with ``nodes``, the program's node map
-    (``dispatches.node_map``), GPU time is attributed by node (the first process's)."""
+    (``dispatches.node_map``), GPU time is attributed by node (the first process's). Eager's
+    outputs are kept too: a device that runs the program elsewhere is held to them on import."""
     reference = eager_outputs(eager, inputs)
+    torch.save(reference, ResultsDir.beside(pte, "eager_outputs"))
     workdir.mkdir(parents=True, exist_ok=True)
     result = runtime.run(pte, list(inputs), reference, settings, workdir)
     error = max_abs_error(result.outputs, reference)
@@ -229,8 +227,11 @@ def remove_etdumps(program: Path) -> None:
 
 
 def remove_program(path: Path) -> None:
-    """Delete a program, its node map and its ETDumps (its inputs stay: no runner reads them without it)."""
+    """Delete a program, its node map, eager's outputs, another machine's and its ETDumps (its
+    inputs stay: no runner reads them without it)."""
     path.unlink(missing_ok=True)
-    ResultsDir.beside(path, "node_map").unlink(missing_ok=True)
+    for kind in ("node_map", "eager_outputs"):
+        ResultsDir.beside(path, kind).unlink(missing_ok=True)
+    shutil.rmtree(ResultsDir.beside(path, "device_outputs"), ignore_errors=True)
     if path.parent.is_dir():
         remove_etdumps(path)

@@ -1,8 +1,9 @@
 """The programs of a results directory packed for another machine (``layoutbench pack``).
 
 Both forms leave the programs' float and int8 weights out (:mod:`harness.targets.vulkan.remote.weightless`:
-their values do not change an ET-VK program's time) and carry each program's inputs, one copy
-of identical ones (a hard link):
+their values do not change an ET-VK program's time) unless asked to keep them (then the outputs
+there are eager PyTorch's, which import-remote compares), and carry each program's inputs, one
+copy of identical ones (a hard link):
 
 - **for remote_runner.py** (Python there): a tar in the results directory's layout, each
   program at its full length with its weights zeroed, so the tar compresses to almost nothing,
@@ -123,16 +124,22 @@ def cut(stripped: bytes, places: list[dict]) -> tuple[bytes, str]:
     return b"".join(pieces), "".join(lines)
 
 
-def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None) -> int:
-    """Each program of ``results`` stripped and handed to ``add_program`` with its name, its inputs
-    added beside it, then ``add_rest``; nothing is left at ``out`` where that fails."""
+def _with_weights(program: bytes) -> tuple[bytes, list[dict]]:
+    """``program`` as it is, with no region to refill: its outputs are eager PyTorch's."""
+    return program, []
+
+
+def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None, weights: bool = False) -> int:
+    """Each program of ``results`` stripped (unless ``weights``) and handed to ``add_program`` with
+    its name, its inputs added beside it, then ``add_rest``; nothing is left at ``out`` where that fails."""
     programs = _programs(results)
     writer, finished = _Writer(out), False
+    prepare = _with_weights if weights else weightless.strip
     try:
         for program in programs:
             name = str(program.relative_to(results))
             try:
-                add_program(writer, name, *weightless.strip(program.read_bytes()))
+                add_program(writer, name, *prepare(program.read_bytes()))
             except ValueError as error:
                 raise UsageError(f"{program}: {error}") from None
             for input_file in remote_runner.program_inputs(program):
@@ -144,22 +151,25 @@ def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None) 
     return len(programs)
 
 
-def pack(results: Path, out: Path) -> int:
+def pack(results: Path, out: Path, weights: bool = False) -> int:
     """Every program under ``results/programs`` zeroed, with its manifest and inputs, into the tar
-    ``out`` (compressed as its suffix says), for ``remote_runner.py``; the number of programs."""
+    ``out`` (compressed as its suffix says), for ``remote_runner.py``; the number of programs.
+    With ``weights``, each as it is (no manifest): its outputs there are then held to eager's."""
     if Path(out).suffix not in TAR_MODES:
         raise UsageError(f"{out}: name a .tar, .tar.gz or .tar.xz (add --bundle for a directory)")
 
     def add_program(writer: _Writer, name: str, stripped: bytes, manifest: list[dict]) -> None:
         writer.add(name, stripped)
-        writer.add(name.removesuffix(".pte") + weightless.MANIFEST_SUFFIX, json.dumps(manifest).encode())
+        if not weights:
+            writer.add(name.removesuffix(".pte") + weightless.MANIFEST_SUFFIX, json.dumps(manifest).encode())
 
-    return _write(Path(results), Path(out), add_program)
+    return _write(Path(results), Path(out), add_program, weights=weights)
 
 
-def pack_bundle(results: Path, out: Path, runner: Path | None = None) -> int:
+def pack_bundle(results: Path, out: Path, runner: Path | None = None, weights: bool = False) -> int:
     """The bundle of every program under ``results/programs`` for ``remote_runner.sh``: a directory
-    ``out``, or a tar where its suffix names one; the number of programs."""
+    ``out``, or a tar where its suffix names one; the number of programs. With ``weights``, each
+    program's cut is the whole program (its .splices one line, nothing to fill)."""
     results, listing, types = Path(results), [], set()
 
     def add_program(writer: _Writer, name: str, stripped: bytes, manifest: list[dict]) -> None:
@@ -182,4 +192,4 @@ def pack_bundle(results: Path, out: Path, runner: Path | None = None) -> int:
 
     if runner is not None and not (Path(runner).is_file() and os.access(runner, os.X_OK)):
         raise UsageError(f"--runner {runner} is not an executable file")
-    return _write(results, Path(out), add_program, add_rest)
+    return _write(results, Path(out), add_program, add_rest, weights)

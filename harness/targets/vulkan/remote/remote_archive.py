@@ -2,8 +2,9 @@
 wrote or the directory ``run.sh`` filled (``import-remote``'s ARCHIVE).
 
 Its ``remote.json`` must have the shape those two write (:func:`shape_problem`), and its ETDumps
-are taken only where it promises them: each run's ``processes`` of them, at the places
-:func:`~harness.targets.vulkan.remote.remote_runner.etdump_paths` names. A tar's members are checked
+and outputs are taken only where it promises them: each run's ``processes`` ETDumps and
+``outputs`` outputs, at the places :func:`~harness.targets.vulkan.remote.remote_runner.etdump_paths`
+and ``output_paths`` name. A tar's members are checked
 with the standard library's extraction filter (``tarfile.data_filter``: no absolute path, no
 ``..``, no link out of the destination) before anything is extracted, and read whole first, so
 a truncated archive is refused before it is used. What is wrong is one :class:`UsageError`.
@@ -65,6 +66,7 @@ RUN_SHAPE = {
     "clocks_ns": ("a list of [start, end, start, end] clock readings", _list_of(_list_of(_number, 4)), False),
     "peak_rss_bytes": ("a number or null", _optional(_number), False),
     "rss_kib": ("a list of numbers or null", _optional(_list_of(_number)), False),
+    "outputs": ("a whole number >= 0 or null", _optional(_whole(0)), False),
 }
 
 
@@ -123,7 +125,7 @@ def _summary(read, archive: Path) -> dict:
 
 
 def _lacking(archive: Path, missing: list[str], wanted: list[str]) -> UsageError:
-    return UsageError(f"{archive} lacks {missing[0]} ({len(missing)} of the {len(wanted)} ETDumps its "
+    return UsageError(f"{archive} lacks {missing[0]} ({len(missing)} of the {len(wanted)} files its "
                       f"{REMOTE_SUMMARY} promises are missing): pass {MADE_BY}, whole")
 
 
@@ -195,8 +197,8 @@ class _Tar:
 @contextlib.contextmanager
 def returned(archive: Path, out: Path):
     """What came back at ``archive`` (a tar or run.sh's directory), to be imported into ``out``:
-    its ``summary`` (remote.json) and ``put(names, directory)``, which places the ETDumps named
-    (paths relative to it) in ``directory``, or raises where ``archive`` lacks one."""
+    its ``summary`` (remote.json) and ``put(names, directory)``, which places the files named
+    (ETDumps, outputs: paths relative to it) in ``directory``, or raises where ``archive`` lacks one."""
     if archive.is_dir():
         yield _Directory(archive)
         return

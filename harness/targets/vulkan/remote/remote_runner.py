@@ -10,9 +10,10 @@ It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`
 them: each .pte with its inputs, ``.inputs/input-N.bin``; a program sent without its
 weights, :mod:`harness.targets.vulkan.remote.weightless`, has them filled again first) in ``--processes`` runner
 processes of ``warmup + iterations`` executions each, and writes one tar: each program's
-ETDumps at their place under ``programs/`` (:func:`etdump_paths`) and ``remote.json`` (peak
-memory, the Vulkan device and its limits, the machine, and wall-clock latencies where the
-runner wrote no ETDump; ``--repeats`` is for those only).
+ETDumps at their place under ``programs/`` (:func:`etdump_paths`), the outputs of a program run
+with its own weights (:func:`output_paths`; import-remote holds them to eager PyTorch's) and
+``remote.json`` (peak memory, the Vulkan device and its limits, the machine, and wall-clock
+latencies where the runner wrote no ETDump; ``--repeats`` is for those only).
 ``layoutbench import-remote`` turns it into records beside the ones of this machine,
 reading the latencies from the ETDumps' events there (``harness.targets.vulkan.local.latency``).
 ``remote_runner.sh`` does the same in POSIX sh, for a device with no Python
@@ -109,6 +110,17 @@ def etdump_paths(program: Path, processes: int) -> list[Path]:
     return [first, *(first.with_name(f"{first.stem}.{index}.etdump") for index in range(2, processes + 1))]
 
 
+def output_paths(program: Path, count: int) -> list[Path]:
+    """Where the ``count`` outputs of a program's last execution are kept, beside it, as the
+    runner writes them: ``<strategy>.outputs/output-N.bin``, each tensor's raw bytes."""
+    return [Path(program).with_suffix(".outputs") / f"output-{index}.bin" for index in range(count)]
+
+
+def written_outputs(workdir: Path) -> list[Path]:
+    """The outputs the runner wrote in ``workdir`` (``--output_file``), in their order."""
+    return sorted(workdir.glob("output-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+
+
 def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int, processes: int = 1,
               failure: type = RuntimeError) -> tuple[list[float] | None, int, list[Path]]:
     """Run a program in ``processes`` runner processes of ``warmup + iterations`` executions
@@ -188,10 +200,15 @@ def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations
                 summary["programs"][name] = {"error": str(error)}
                 print(f"remote_runner.py: {name}: {error}", file=sys.stderr)
                 continue
+            # outputs computed on refilled weights are no eager run's: null, not compared
+            outputs = written_outputs(workdir) if runnable == pte else None
             summary["programs"][name] = {"latencies_ms": latencies, "peak_rss_bytes": peak,
-                                         "etdump": bool(etdumps), "processes": len(etdumps) or 1}
-            for etdump, place in zip(etdumps, etdump_paths(Path(name), len(etdumps))):
-                archive.add(etdump, str(place))
+                                         "etdump": bool(etdumps), "processes": len(etdumps) or 1,
+                                         "outputs": None if outputs is None else len(outputs)}
+            kept = [*zip(etdumps, etdump_paths(Path(name), len(etdumps))),
+                    *zip(outputs or [], output_paths(Path(name), len(outputs or [])))]
+            for written, place in kept:
+                archive.add(written, str(place))
             timing = (f"{len(etdumps)} ETDumps written" if etdumps
                       else f"{statistics.median(latencies):.3f} ms (wall clock)")
             print(f"remote_runner.py: [{index + 1}/{len(programs)}] {name}: {timing}", file=sys.stderr, flush=True)

@@ -3,8 +3,9 @@
 # board): POSIX sh and the utilities of coreutils, busybox and Android's toybox. It is run.sh
 # in a bundle that `layoutbench pack RESULTS OUT --bundle` writes, and runs each program of the
 # bundle as remote_runner.py does: --processes runner processes of --warmup + --iterations
-# executions, the runner's flags the same, the ETDumps named and placed as import-remote reads
-# them, under OUT/programs/, and OUT/remote.json (`layoutbench import-remote RESULTS OUT`).
+# executions, the runner's flags the same, the ETDumps (and the outputs of a program packed with
+# its weights) named and placed as import-remote reads them, under OUT/programs/, and
+# OUT/remote.json (`layoutbench import-remote RESULTS OUT`).
 #
 #   sh run.sh [RUNNER] [--out DIR] [--warmup 1] [--iterations 20] [--processes 3] [--repeats 3]
 #             [--device NAME] [--limits maxImageDimension2D=N,maxImageDimension3D=N,maxStorageBufferRange=N]
@@ -182,11 +183,12 @@ fill() {
 # The program $1 (programs/<model>/<strategy>.pte) with its weights, at $2: its .splices says
 # "START LENGTH SIZE TYPE" a line (LENGTH bytes of the cut from its byte START, then SIZE bytes
 # of weights of TYPE), the last line "START LENGTH" (the cut's rest), as numbers no sh adds.
+# Sets $filled where any weights were (random ones: its outputs are no eager run's).
 refill() {
-    cut=$here/${1%.pte}.cut
+    cut=$here/${1%.pte}.cut filled=''
     while read -r start length size type; do
         [ "$length" = 0 ] || tail -c +"$start" "$cut" | head -c "$length"
-        [ -z "$type" ] || fill "$size" "$type"
+        [ -z "$type" ] || { fill "$size" "$type"; filled=yes; }
     done < "$here/${1%.pte}.splices" > "$2"
 }
 
@@ -271,6 +273,18 @@ while read -r count name; do
             mv "$workdir/process-$process.etdump" "$place"
             process=$((process + 1))
         done
+        # The last execution's outputs, as remote_runner.py's output_paths places them; none
+        # (null) from random weights.
+        outputs=null
+        if [ -z "$filled" ]; then
+            outputs=0
+            while [ -f "$workdir/output-$outputs.bin" ]; do
+                mkdir -p "$first.outputs"
+                mv "$workdir/output-$outputs.bin" "$first.outputs/output-$outputs.bin"
+                outputs=$((outputs + 1))
+            done
+        fi
+        entry="${entry%\}}, \"outputs\": $outputs}"
         if [ "$etdumps" -gt 0 ]; then timing="$etdumps ETDumps written"; else timing="timed by wall clock"; fi
         printf 'run.sh: [%s/%s] %s: %s\n' "$index" "$total" "$name" "$timing" >&2
     else
