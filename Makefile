@@ -22,7 +22,7 @@ help:
 # qemu-user and the arm64 packages (multiarch: its C and C++ libraries, Vulkan loader and
 # lavapipe) run that runtime on the emulated arm64 device the tests use (`make arm64-device`).
 # Each entry is PACKAGE:CHECK (the package may name its architecture). Installed only where missing.
-SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mksh:mksh mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
+SYSTEM_PACKAGES := graphviz:dot chromium:chromium npm:npm mksh:mksh busybox:busybox mesa-vulkan-drivers:/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
 	g++-aarch64-linux-gnu:aarch64-linux-gnu-g++ qemu-user:qemu-aarch64 libc6:arm64:/lib/ld-linux-aarch64.so.1 \
 	libstdc++6:arm64:/usr/lib/aarch64-linux-gnu/libstdc++.so.6 libvulkan1:arm64:/usr/lib/aarch64-linux-gnu/libvulkan.so.1 \
 	mesa-vulkan-drivers:arm64:/usr/share/vulkan/icd.d/lvp_icd.aarch64.json
