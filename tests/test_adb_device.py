@@ -32,7 +32,8 @@ SETTINGS = RunSettings(warmup=1, iterations=2, processes=2)  # the recorded ETDu
 # A runner with the event tracer: the recorded ETDump of its program's strategy, as its own
 RUNNER = """#!/bin/sh
 model=${1#--model_path=}
-cp "$FAKE_ETDUMPS/$(basename "$model" .pte).etdump" model.etdump
+name=$(basename "$model")  # the program, or its cut where it was pushed with its weights
+cp "$FAKE_ETDUMPS/${name%.*}.etdump" model.etdump
 """
 
 

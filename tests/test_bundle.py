@@ -32,7 +32,8 @@ SHELLS = {"dash": ["dash"], "mksh": ["mksh"], "busybox": ["busybox", "sh"]}  # m
 # A stand-in executor_runner: each process's arguments into $FAKE_LOG, the program it was handed
 # into $FAKE_SAVE; a runner with the event tracer writes model.etdump, one without (FAKE_NO_ETDUMP)
 # takes 0.1 s an execution, or, with $FAKE_CLOCK (the nanoseconds the stand-in `date` reads), moves
-# that clock by $FAKE_INFERENCE_NS an execution at once; $FAKE_FAIL in the program's path: it
+# that clock by $FAKE_INFERENCE_NS an execution at once; it writes two tensor outputs, numbered as
+# executor_runner numbers them where the output between them is no tensor; $FAKE_FAIL in the program's path: it
 # fails, as a runtime that rejects a program does. Its own sh is this machine's /bin/sh, whose
 # arithmetic holds a clock's nanoseconds (64 bits).
 STAND_IN = r"""#!/bin/sh
@@ -40,6 +41,7 @@ for arg; do printf '%s\n' "$arg"; done >> "$FAKE_LOG"; echo --- >> "$FAKE_LOG"
 model=${1#--model_path=} count=${3#--num_executions=}
 cp "$model" "$FAKE_SAVE/"
 printf 'outputs of %s' "$(basename "$model")" > "${4#--output_file=}-0.bin"
+printf 'its third output (the second, a number, no tensor)' > "${4#--output_file=}-2.bin"
 case $model in *"${FAKE_FAIL:-@}"*) printf 'loading\n  Missing operator: aten.logical_not  \n\n' >&2; exit 3 ;; esac
 if [ -z "$FAKE_NO_ETDUMP" ]; then printf 'executions %s' "$count" > model.etdump; exit 0; fi
 if [ -n "$FAKE_CLOCK" ]; then echo $(($(cat "$FAKE_CLOCK") + count * FAKE_INFERENCE_NS)) > "$FAKE_CLOCK"; exit 0; fi
@@ -152,9 +154,10 @@ def test_run_sh_runs_each_program_as_remote_runner_does(results, tmp_path, shell
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("weights", [True, False], ids=["with weights", "weightless"])
 def test_run_sh_brings_back_the_outputs_of_programs_packed_with_their_weights(results, tmp_path, shell, weights):
-    """pack --bundle --weights: each program runs byte for byte as it was made, and its last
-    execution's outputs come back where import-remote reads them; weightless, the outputs of
-    random weights are left there (null in remote.json)."""
+    """pack --bundle --weights: each program runs as it was made, its cut not copied, and its last
+    execution's tensor outputs come back numbered from 0 where import-remote reads them (the
+    runner skips a number for an output that is no tensor); weightless, the outputs of random
+    weights are left there (null in remote.json)."""
     bundle, log, saved = tmp_path / "bundle", tmp_path / "log", tmp_path / "saved"
     saved.mkdir()
     packing.pack_bundle(results, bundle, weights=weights)
@@ -166,12 +169,12 @@ def test_run_sh_brings_back_the_outputs_of_programs_packed_with_their_weights(re
     summary = json.loads((tmp_path / "out" / "remote.json").read_text())
     for strategy in STRATEGIES:
         name = f"programs/synthetic_small/{strategy}.pte"
-        [kept] = output_paths(Path(name), 1)
-        assert summary["programs"][name]["outputs"] == (1 if weights else None)
-        assert (saved / f"{strategy}.pte").read_bytes() == (results / name).read_bytes() if weights else True
+        assert summary["programs"][name]["outputs"] == (2 if weights else None)
         if weights:
-            assert (tmp_path / "out" / kept).read_text() == f"outputs of {strategy}.pte"
-    assert list((tmp_path / "out").rglob("*.outputs")) == [] if not weights else True
+            assert (saved / f"{strategy}.cut").read_bytes() == (results / name).read_bytes()
+            first, second = (tmp_path / "out" / path for path in output_paths(Path(name), 2))
+            assert first.read_text() == f"outputs of {strategy}.cut" and second.read_text().startswith("its third")
+    assert bool(list((tmp_path / "out").rglob("*.outputs"))) == weights
 
 
 def test_run_sh_only_runs_the_program_it_is_given(results, tmp_path):

@@ -207,7 +207,9 @@ def _hostile(tmp_path, case: str, archive: Path) -> Path:
                "link out": [_link(etdump, tarfile.SYMTYPE, "../../../../secret")],
                "hard link out": [_link(etdump, tarfile.LNKTYPE, "../../../secret")]}
     summaries = {"a list": [summary], "settings null": {**summary, "settings": None},
-                 "programs a string": {**summary, "programs": "programs/synthetic_small/bfs-downstream.pte"}}
+                 "programs a string": {**summary, "programs": "programs/synthetic_small/bfs-downstream.pte"},
+                 "a billion outputs": {**summary, "programs": {name: {**run, "outputs": 10 ** 9}
+                                                               for name, run in summary["programs"].items()}}}
     return _returned_as(tmp_path, "hostile.tar", summaries.get(case, summary), members.get(case, etdumps))
 
 
@@ -224,6 +226,8 @@ HOSTILE = [  # (what the archive is, what import-remote says of it after its pat
     ("settings null", "is not as remote_runner.py or run.sh write it: remote.json's settings is null, not an object"),
     ("programs a string", "is not as remote_runner.py or run.sh write it: remote.json's programs is "
      '"programs/synthetic_small/bfs-downstr..., not an object'),
+    ("a billion outputs", "is not as remote_runner.py or run.sh write it: its run of "
+     "programs/synthetic_small/bfs-downstream.pte's outputs is 1000000000, not a whole number from 0 to 4096 or null"),
     ("three processes, one ETDump each", "lacks programs/synthetic_small/bfs-downstream.2.etdump (4 of the 6 "
      "files its remote.json promises are missing)"),
 ]
@@ -308,7 +312,7 @@ def test_an_impossible_figure_fails_its_record_with_the_reason(tmp_path, run, re
 
 EAGER = torch.linspace(-4, 4, 10).reshape(1, 10)  # a classifier's logits
 RANDOM_WEIGHTS = ("outputs not compared: the program ran with random weights in place of its own (sent weightless; "
-                  "a run over adb and pack --bundle --weights send them)")
+                  "a run over adb and pack --weights send them)")
 
 
 @pytest.mark.parametrize("returned, eager_kept, status, said", [
@@ -337,6 +341,9 @@ def test_outputs_that_came_back_are_held_to_eager_pytorch_s(tmp_path, returned, 
     record = {r["strategy"]: r for r in import_remote(
         results, _returned_as(tmp_path, "r.tar", summary, [*etdumps, *outputs]), tmp_path / "remote")}["bfs-downstream"]
     assert record["status"] == status
+    kept = ResultsDir.beside(ResultsDir(tmp_path / "remote").program("synthetic_small", "bfs-downstream"),
+                             "device_outputs")
+    assert kept.is_dir() == (returned is not None)  # where ResultsDir names them, as remove_program does
     if status == "failed":
         assert record["reason"] == said
         return

@@ -13,7 +13,8 @@ from layoutkit import strict_json
 
 def add_remote_parsers(commands) -> None:
     """The ``pack`` and ``import-remote`` commands' options: programs for a machine elsewhere, and its runs back."""
-    pack = commands.add_parser("pack", help="programs, weightless, for remote_runner.py or (--bundle) a device's sh")
+    pack = commands.add_parser("pack", help="programs (weightless unless --weights) for remote_runner.py or (--bundle) "
+                               "a device's sh")
     pack.add_argument("results", help="a results directory written by run --target vulkan-run")
     pack.add_argument("out", help="the .tar, .tar.gz or .tar.xz to write; with --bundle, or a new directory")
     pack.add_argument("--bundle", action="store_true", help="with run.sh, which runs them as remote_runner.py does")
@@ -27,8 +28,8 @@ def add_remote_parsers(commands) -> None:
     remote.add_argument("--out", required=True, help="results directory for that machine's records")
     remote.add_argument("--device", help="the Vulkan device that ran them, where ARCHIVE does not say")
     remote.add_argument("--limits", type=device_limits, help="its limits, where ARCHIVE states none: as calibrate's")
-    remote.add_argument("--copy-programs", action="store_true", help="copy the programs and node maps into --out "
-                        "(default: links to them in RESULTS, which must then stay)")
+    remote.add_argument("--copy-programs", action="store_true", help="copy the programs, node maps and eager's outputs "
+                        "into --out (default: links to them in RESULTS, which must then stay)")
     remote.add_argument("--format", choices=("table", "json", "csv"), default="table")
     remote.add_argument("--columns", help="table columns, as for run")
 

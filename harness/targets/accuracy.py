@@ -31,24 +31,27 @@ def eager_outputs(module, inputs) -> list[torch.Tensor]:
         return [t.detach() for t in flat_outputs(module(*inputs))]
 
 
+def _same_count(outputs: list, reference: list) -> None:
+    if len(outputs) != len(reference):
+        raise OutputMismatch(f"program returned {len(outputs)} outputs, eager PyTorch {len(reference)}")
+
+
 def raw_outputs(paths: list, reference: list) -> list[torch.Tensor]:
     """The outputs a runner wrote (each tensor's raw bytes, ``--output_file``), read as the
-    reference's types and shapes."""
-    if len(paths) != len(reference):
-        raise OutputMismatch(f"program returned {len(paths)} outputs, eager PyTorch {len(reference)}")
+    reference's types and shapes; a file of another size is refused before it is read."""
+    _same_count(paths, reference)
     outputs = []
     for index, (path, like) in enumerate(zip(paths, reference)):
+        size, expected = path.stat().st_size, like.numel() * like.element_size()
+        if size != expected:
+            raise OutputMismatch(f"output {index} has {size} bytes, eager PyTorch's {expected}")
         data = bytearray(path.read_bytes())
-        if len(data) != like.numel() * like.element_size():
-            raise OutputMismatch(f"output {index} has {len(data)} bytes, eager PyTorch's "
-                                 f"{like.numel() * like.element_size()}")
-        outputs.append(torch.frombuffer(data, dtype=like.dtype).reshape(like.shape) if data else like.new_empty(like.shape))
+        outputs.append(torch.frombuffer(data, dtype=like.dtype).reshape(like.shape) if data else torch.empty_like(like))
     return outputs
 
 
 def max_abs_error(outputs: list, reference: list) -> float:
-    if len(outputs) != len(reference):
-        raise OutputMismatch(f"program returned {len(outputs)} outputs, eager PyTorch {len(reference)}")
+    _same_count(outputs, reference)
     errors = []
     for index, (got, expected) in enumerate(zip(outputs, reference)):
         if tuple(got.shape) != tuple(expected.shape):

@@ -19,7 +19,7 @@ from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX, vulkan_loweri
 from harness.targets.vulkan.local.dispatches import node_map, prediction_error, read_node_map
 from harness.targets.vulkan.local.latency import ETDUMP
 from harness.targets.vulkan.local.runners import (
-    NO_RUNTIME_REASON, ExecutorRunner, find_runtime, remove_etdumps, remove_program, run_program)
+    NO_RUNTIME_REASON, ExecutorRunner, find_runtime, remove_program, run_program)
 from harness.targets.vulkan.remote.device import vulkan_device, vulkan_limits
 import strategies
 
@@ -68,9 +68,10 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict,
 
 def write_program(path: Path, lowered: LoweredProgram, pte: Cord, inputs: tuple) -> Path:
     """The .pte at ``path``, its node map (``.nodes.json``) and its inputs as a runner reads
-    them (``.inputs/``, for ``remote_runner.py``); the stale ETDumps of an earlier program go."""
+    them (``.inputs/``, for ``remote_runner.py``); what an earlier program left beside it (ETDumps,
+    eager's outputs, another machine's) goes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_etdumps(path)
+    remove_program(path)
     with open(path, "wb") as program:
         pte.write_to_file(program)
     ResultsDir.beside(path, "node_map").write_text(json.dumps(node_map(lowered)))

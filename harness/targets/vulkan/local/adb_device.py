@@ -8,7 +8,7 @@ directory so that ``adb push --sync`` sends only what changed since the last pus
 file of the same size and time there). Each program then runs on its own, ``sh run.sh --only
 PROGRAM`` through ``adb shell`` (repeated runner processes, its event tracer, the Vulkan device
 and its limits read there by the device's vulkaninfo, on its PATH or pushed to
-/data/local/tmp), and its ETDumps are pulled and imported
+/data/local/tmp), and its ETDumps and outputs are pulled and imported
 (:mod:`.remote_import`) before the next starts: a connection dropped mid-run loses at most the
 program in flight, and the same command resumes, running only the programs whose records are
 not imported yet. Once every program is, the device's scratch directory is removed.

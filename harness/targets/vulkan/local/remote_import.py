@@ -2,7 +2,7 @@
 or by ``remote_runner.sh`` (``run.sh`` of a bundle, for a device without Python).
 
 The programs were made here by ``run --target vulkan-run`` (records, .pte, node maps,
-inputs); the other machine ran them and sent back ETDumps and ``remote.json``: in a tar
+inputs); the other machine ran them and sent back ETDumps, outputs and ``remote.json``: in a tar
 (remote_runner.py) or a directory (run.sh). Each ok vulkan-run record becomes a record of that
 machine: its latency (from its ETDump's events, as vulkan-run reads them, else wall-clock
 timings) and peak memory, GPU time attributed by node from its ETDump, its Vulkan device (with
@@ -70,7 +70,7 @@ def _walls_and_peak(run: dict) -> tuple[list | None, float | None]:
 
 # Why a run's outputs are not compared, by what its remote.json says of them
 NOT_COMPARED = {None: "the program ran with random weights in place of its own (sent weightless; a run over adb "
-                      "and pack --bundle --weights send them)",
+                      "and pack --weights send them)",
                 "absent": "none came back (an earlier remote_runner.py or run.sh)"}
 
 
@@ -171,7 +171,7 @@ def _promised(summary: dict, names: list[str]) -> list[str]:
 
 def _place(source: Path, target: Path, copy: bool) -> None:
     """``source`` at ``target``: a copy, or a link to it (the programs stay in the results
-    directory they were made in; an import needs only their node maps and the ETDumps)."""
+    directory they were made in; an import needs only their node maps, eager's outputs and what came back)."""
     if copy:
         shutil.copyfile(source, target)
     else:
@@ -202,7 +202,7 @@ def _staged(out: Path):
 
 def _merge(staging: Path, out: Path) -> None:
     """An import written in ``staging`` into the results directory ``out``: each program it holds
-    replaces the one there (with its node map and ETDumps), and its records are added."""
+    replaces the one there (with its node map, eager's outputs, ETDumps and outputs), and its records are added."""
     for program in staging.glob("programs/*/*.pte"):
         remove_program(out / program.relative_to(staging))
     for path in sorted(staging.rglob("*")):

@@ -1,9 +1,9 @@
 """The programs of a results directory packed for another machine (``layoutbench pack``).
 
 Both forms leave the programs' float and int8 weights out (:mod:`harness.targets.vulkan.remote.weightless`:
-their values do not change an ET-VK program's time) unless asked to keep them (then the outputs
-there are eager PyTorch's, which import-remote compares), and carry each program's inputs, one
-copy of identical ones (a hard link):
+their values do not change an ET-VK program's time) unless asked to keep them (``--weights``: then
+the outputs computed there come back and import-remote holds them to eager PyTorch's), and carry
+each program's inputs, one copy of identical ones (a hard link):
 
 - **for remote_runner.py** (Python there): a tar in the results directory's layout, each
   program at its full length with its weights zeroed, so the tar compresses to almost nothing,
@@ -21,7 +21,8 @@ copy of identical ones (a hard link):
 
   A bundle's programs are cut rather than zeroed because a directory travels whole: adb push
   and scp copy every zero, and a phone stores them. run.sh splices the blocks back in, byte for
-  byte what ``weightless.refill`` makes, one program at a time.
+  byte what ``weightless.refill`` makes, one program at a time. With ``--weights`` a program's
+  cut is the whole program, its .splices one line and no ``fill/``: run.sh runs the cut as it is.
 """
 
 import hashlib
@@ -124,7 +125,7 @@ def cut(stripped: bytes, places: list[dict]) -> tuple[bytes, str]:
     return b"".join(pieces), "".join(lines)
 
 
-def _with_weights(program: bytes) -> tuple[bytes, list[dict]]:
+def _as_is(program: bytes) -> tuple[bytes, list[dict]]:
     """``program`` as it is, with no region to refill: its outputs are eager PyTorch's."""
     return program, []
 
@@ -134,7 +135,7 @@ def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None, 
     its name, its inputs added beside it, then ``add_rest``; nothing is left at ``out`` where that fails."""
     programs = _programs(results)
     writer, finished = _Writer(out), False
-    prepare = _with_weights if weights else weightless.strip
+    prepare = _as_is if weights else weightless.strip
     try:
         for program in programs:
             name = str(program.relative_to(results))
@@ -158,8 +159,8 @@ def pack(results: Path, out: Path, weights: bool = False) -> int:
     if Path(out).suffix not in TAR_MODES:
         raise UsageError(f"{out}: name a .tar, .tar.gz or .tar.xz (add --bundle for a directory)")
 
-    def add_program(writer: _Writer, name: str, stripped: bytes, manifest: list[dict]) -> None:
-        writer.add(name, stripped)
+    def add_program(writer: _Writer, name: str, program: bytes, manifest: list[dict]) -> None:
+        writer.add(name, program)
         if not weights:
             writer.add(name.removesuffix(".pte") + weightless.MANIFEST_SUFFIX, json.dumps(manifest).encode())
 
@@ -172,10 +173,10 @@ def pack_bundle(results: Path, out: Path, runner: Path | None = None, weights: b
     program's cut is the whole program (its .splices one line, nothing to fill)."""
     results, listing, types = Path(results), [], set()
 
-    def add_program(writer: _Writer, name: str, stripped: bytes, manifest: list[dict]) -> None:
+    def add_program(writer: _Writer, name: str, program: bytes, manifest: list[dict]) -> None:
         places = _places(manifest)
         stem = name.removesuffix(".pte")
-        kept, splices = cut(stripped, places)
+        kept, splices = cut(program, places)
         writer.add(stem + CUT_SUFFIX, kept)
         writer.add(stem + SPLICES_SUFFIX, splices.encode())
         types.update(region["dtype"] for region in places)

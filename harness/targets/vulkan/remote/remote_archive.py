@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.targets.vulkan.remote.remote_runner import REMOTE_SUMMARY
+from harness.targets.vulkan.remote.remote_runner import MOST_OUTPUTS, REMOTE_SUMMARY
 
 MADE_BY = "the tar remote_runner.py wrote or the directory run.sh filled"
 # What reading a damaged tar (cut short, corrupted) raises, by the layer that notices.
@@ -66,7 +66,8 @@ RUN_SHAPE = {
     "clocks_ns": ("a list of [start, end, start, end] clock readings", _list_of(_list_of(_number, 4)), False),
     "peak_rss_bytes": ("a number or null", _optional(_number), False),
     "rss_kib": ("a list of numbers or null", _optional(_list_of(_number)), False),
-    "outputs": ("a whole number >= 0 or null", _optional(_whole(0)), False),
+    "outputs": (f"a whole number from 0 to {MOST_OUTPUTS} or null",
+                _optional(lambda value: _whole(0)(value) and value <= MOST_OUTPUTS), False),
 }
 
 

@@ -110,15 +110,26 @@ def etdump_paths(program: Path, processes: int) -> list[Path]:
     return [first, *(first.with_name(f"{first.stem}.{index}.etdump") for index in range(2, processes + 1))]
 
 
+OUTPUTS_SUFFIX = ".outputs"  # ResultsDir's "device_outputs"
+MOST_OUTPUTS = 4096  # more than any program returns: what an archive may promise
+
+
 def output_paths(program: Path, count: int) -> list[Path]:
-    """Where the ``count`` outputs of a program's last execution are kept, beside it, as the
-    runner writes them: ``<strategy>.outputs/output-N.bin``, each tensor's raw bytes."""
-    return [Path(program).with_suffix(".outputs") / f"output-{index}.bin" for index in range(count)]
+    """Where the ``count`` tensor outputs of a program's last execution are kept, beside it:
+    ``<strategy>.outputs/output-N.bin``, each tensor's raw bytes, numbered in order from 0 (the
+    runner numbers them by their place among all outputs, skipping those that are not tensors, as
+    eager's tensors are compared)."""
+    return [Path(program).with_suffix(OUTPUTS_SUFFIX) / f"output-{index}.bin" for index in range(count)]
+
+
+def _numbered(folder: Path, prefix: str) -> list[Path]:
+    """``folder``'s ``<prefix>-N.bin`` files, by N."""
+    return sorted(folder.glob(f"{prefix}-*.bin"), key=lambda path: int(path.stem.split("-")[1]))
 
 
 def written_outputs(workdir: Path) -> list[Path]:
-    """The outputs the runner wrote in ``workdir`` (``--output_file``), in their order."""
-    return sorted(workdir.glob("output-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+    """The tensor outputs the runner wrote in ``workdir`` (``--output_file``), in their order."""
+    return _numbered(workdir, "output")
 
 
 def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int, processes: int = 1,
@@ -148,12 +159,13 @@ def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int
 
 def _with_weights(pte: Path, workdir: Path) -> Path:
     """The program to run: ``pte`` itself, or a copy in ``workdir`` with its weights filled
-    again where it was sent without them (a manifest beside it)."""
+    again where it was sent without them (a manifest beside it that lists any)."""
     manifest = pte.with_name(pte.stem + MANIFEST_SUFFIX)
-    if not manifest.exists():
+    regions = json.loads(manifest.read_text()) if manifest.exists() else []
+    if not regions:
         return pte
     program = bytearray(pte.read_bytes())
-    refill(program, json.loads(manifest.read_text()))
+    refill(program, regions)
     runnable = workdir / pte.name
     runnable.write_bytes(program)
     return runnable
@@ -166,7 +178,7 @@ def list_programs(results: Path) -> list[Path]:
 
 def program_inputs(pte: Path) -> list[Path]:
     """A program's inputs as vulkan-run wrote them, in their order (input-0.bin, input-1.bin, ...)."""
-    return sorted(Path(pte).with_suffix(".inputs").glob("input-*.bin"), key=lambda p: int(p.stem.split("-")[1]))
+    return _numbered(Path(pte).with_suffix(".inputs"), "input")
 
 
 def run_programs(results: Path, runner: Path, out: Path, warmup: int, iterations: int, repeats: int,

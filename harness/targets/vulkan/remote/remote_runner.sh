@@ -233,7 +233,8 @@ run_program() {
         mv "$workdir/model.etdump" "$workdir/process-$etdumps.etdump"
     done
     if [ "$etdumps" -gt 0 ]; then
-        entry="{\"latencies_ms\": null, \"rss_kib\": $(rss_json), \"etdump\": true, \"processes\": $etdumps}"
+        keep_outputs
+        entry="{\"latencies_ms\": null, \"rss_kib\": $(rss_json), \"etdump\": true, \"processes\": $etdumps, \"outputs\": $outputs}"
         return 0
     fi
     if [ -z "$clock" ]; then
@@ -247,7 +248,23 @@ run_program() {
         execute $((iterations + 1)) || return 1
         clocks="${clocks:+$clocks, }[$one, $readings]" repeat=$((repeat + 1))
     done
-    entry="{\"latencies_ms\": null, \"clocks_ns\": [$clocks], \"rss_kib\": $(rss_json), \"etdump\": false, \"processes\": 1}"
+    keep_outputs
+    entry="{\"latencies_ms\": null, \"clocks_ns\": [$clocks], \"rss_kib\": $(rss_json), \"etdump\": false, \"processes\": 1, \"outputs\": $outputs}"
+}
+
+# The last execution's tensor outputs where remote_runner.py's output_paths places them, numbered
+# from 0 in the runner's order (it numbers them by their place among all outputs, skipping those
+# that are no tensors); sets $outputs, their count, or null where the program ran on random
+# weights (its outputs are no eager run's).
+keep_outputs() {
+    outputs=null
+    [ -z "$filled" ] || return 0
+    outputs=0
+    for number in $(ls "$workdir" | sed -n 's/^output-\([0-9][0-9]*\)\.bin$/\1/p' | sort -n); do
+        mkdir -p "$out/${name%.pte}.outputs"
+        mv "$workdir/output-$number.bin" "$out/${name%.pte}.outputs/output-$outputs.bin"
+        outputs=$((outputs + 1))
+    done
 }
 
 # Every runner process's peak resident kilobytes, as time -v read them, or null without one.
@@ -258,8 +275,13 @@ while read -r count name; do
     [ -z "$only" ] || [ "$name" = "$only" ] || continue
     index=$((index + 1)) workdir=$work/$index
     mkdir -p "$workdir"
-    runnable=$workdir/$(basename "$name")
-    refill "$name" "$runnable"
+    read -r start length size type < "$here/${name%.pte}.splices"
+    if [ -z "$size" ]; then  # nothing to splice in (packed with its weights): the cut is the program
+        runnable=$here/${name%.pte}.cut filled=''
+    else
+        runnable=$workdir/$(basename "$name")
+        refill "$name" "$runnable"
+    fi
     inputs='' input=0
     while [ "$input" -lt "$count" ]; do
         inputs="${inputs:+$inputs,}$here/${name%.pte}.inputs/input-$input.bin" input=$((input + 1))
@@ -273,18 +295,6 @@ while read -r count name; do
             mv "$workdir/process-$process.etdump" "$place"
             process=$((process + 1))
         done
-        # The last execution's outputs, as remote_runner.py's output_paths places them; none
-        # (null) from random weights.
-        outputs=null
-        if [ -z "$filled" ]; then
-            outputs=0
-            while [ -f "$workdir/output-$outputs.bin" ]; do
-                mkdir -p "$first.outputs"
-                mv "$workdir/output-$outputs.bin" "$first.outputs/output-$outputs.bin"
-                outputs=$((outputs + 1))
-            done
-        fi
-        entry="${entry%\}}, \"outputs\": $outputs}"
         if [ "$etdumps" -gt 0 ]; then timing="$etdumps ETDumps written"; else timing="timed by wall clock"; fi
         printf 'run.sh: [%s/%s] %s: %s\n' "$index" "$total" "$name" "$timing" >&2
     else
