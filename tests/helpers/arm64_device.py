@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from layoutkit.files import cache_folder, cache_root
+from layoutkit.files import CacheSettings, cache_folder, cache_root, install
 
 PACKAGES = {"mksh": "bin/mksh", "busybox": "bin/busybox", "vulkan-tools": "usr/bin/vulkaninfo"}  # what each gives
 ICD = "/usr/share/vulkan/icd.d/lvp_icd.aarch64.json"  # mesa-vulkan-drivers:arm64's lavapipe
@@ -131,6 +131,7 @@ def main() -> int:
     def say(line: str) -> None:
         print(f"arm64-device: {line}", file=sys.stderr)
 
+    install(CacheSettings.from_environment(os.environ))  # $LAYOUTBENCH_CACHE_DIR's, as the tests link it
     try:
         unpack(say)
         register(say)
