@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RESULTS ?= results
+# The cost table that prices the time strategies and every record's predicted GPU time in make bench.
+COSTS ?= docs/cost-table/h100.json
 
 .PHONY: help all test test-all bench bench-cache bench-rerun bench-workers bench-asv bench-explorer asv dashboard venv explorer system-deps vgf-host arm64-device clean
 
@@ -87,8 +89,8 @@ test-all: $(STAMP) system-deps vgf-host explorer arm64-device ## every test, bot
 	$(PYTEST)
 
 # The report is written even when some records failed; the exit status is the run's.
-bench: $(STAMP) ## the quick zoo x all built-in strategies into results/, then its report
-	$(VENV)/bin/layoutbench run --zoo quick --strategies all --out $(RESULTS); status=$$?; \
+bench: $(STAMP) ## the quick zoo x all built-in strategies into results/ (priced by the H100 table), then its report
+	$(VENV)/bin/layoutbench run --zoo quick --strategies all --costs $(COSTS) --out $(RESULTS); status=$$?; \
 	$(VENV)/bin/layoutbench report $(RESULTS) && exit $$status
 
 # The quick zoo x every strategy with --fresh, lowering-prefix cache cold then warm.
