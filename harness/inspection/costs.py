@@ -14,30 +14,22 @@ from pathlib import Path
 
 import pandas as pd
 
-
-from harness.inspection.profile import by_representation, operator_kinds
-from harness.results.results_dir import ResultsDir
+from harness.inspection.profile import by_representation, kept_dispatches, operator_kinds
 from harness.results.store import RecordStore, latest
-from harness.targets.vulkan.local.dispatches import STAGING, program_dispatches
+from harness.targets.vulkan.local.dispatches import STAGING
 
 KEY = ["device", "operator", "inputs", "output"]
 
 
-def run_dispatches(results_dir: Path, strategies=None) -> pd.DataFrame:
-    """Every dispatch of every ok vulkan-run record with an ETDump (of ``strategies``, where
-    given), with its model, strategy and device."""
+def run_dispatches(results_dir: Path) -> pd.DataFrame:
+    """Every dispatch of every ok vulkan-run record with an ETDump, with its model, strategy and device."""
     frames = []
     for record in latest(RecordStore(results_dir).read()):
-        if record["target"] != "vulkan-run" or record["status"] != "ok":
-            continue
-        if strategies is not None and record["strategy"] not in strategies:
-            continue
-        pte = ResultsDir(results_dir).program(record["model"], record["strategy"])
-        if not ResultsDir.beside(pte, "etdump").exists():
-            continue
-        frame = program_dispatches(pte)
-        device = (record.get("environment") or {}).get("vulkan_device") or "unknown"
-        frames.append(frame.assign(model=record["model"], strategy=record["strategy"], device=device))
+        ok = record["target"] == "vulkan-run" and record["status"] == "ok"
+        frame = kept_dispatches(results_dir, record["model"], record["strategy"]) if ok else None
+        if frame is not None:
+            device = (record.get("environment") or {}).get("vulkan_device") or "unknown"
+            frames.append(frame.assign(model=record["model"], strategy=record["strategy"], device=device))
     if not frames:
         raise FileNotFoundError(f"{results_dir} has no ok vulkan-run record with an ETDump: run "
                                 f"`layoutbench run --target vulkan-run --out {results_dir}` with an executor_runner "
@@ -59,17 +51,14 @@ def cost_table(results_dirs: list[Path]) -> pd.DataFrame:
     """The cost table over one or more runs (results directories), on the (model, strategy)
     pairs every run measured, so that runs differ only by their noise."""
     dispatches = [run_dispatches(Path(d)) for d in results_dirs]
-    pairs = [set(zip(frame["model"], frame["strategy"])) for frame in dispatches]
-    common = set.intersection(*pairs)
+    common = set.intersection(*(set(zip(frame["model"], frame["strategy"])) for frame in dispatches))
     if not common:
         raise FileNotFoundError(f"{', '.join(map(str, results_dirs))} have no (model, strategy) measured in all")
     runs = [_one_run(frame[[pair in common for pair in zip(frame["model"], frame["strategy"])]]).assign(run=i)
             for i, frame in enumerate(dispatches)]
-    every = pd.concat(runs, ignore_index=True)
-    grouped = every.groupby(KEY, dropna=False)
-    table = grouped.agg(ns_per_element=("ns_per_element", "median"), low=("ns_per_element", "min"),
-                        high=("ns_per_element", "max"), runs=("run", "nunique"), nodes=("nodes", "max"),
-                        models=("models", "max"), elements=("elements", "max"))
+    table = pd.concat(runs, ignore_index=True).groupby(KEY, dropna=False).agg(
+        ns_per_element=("ns_per_element", "median"), low=("ns_per_element", "min"), high=("ns_per_element", "max"),
+        runs=("run", "nunique"), nodes=("nodes", "max"), models=("models", "max"), elements=("elements", "max"))
     table["spread"] = (table["high"] - table["low"]) / table["ns_per_element"]
     return table.drop(columns=["low", "high"]).sort_values(["device", "operator", "ns_per_element"]).reset_index()
 

@@ -17,12 +17,11 @@ import pandas as pd
 from harness.errors import UsageError
 from harness.inspection.explain import node_representations
 from harness.inspection.explorer_ids import drawn_as
-from harness.inspection.profile import recorded_runs
-from harness.results.results_dir import ResultsDir
+from harness.inspection.profile import kept_dispatches, recorded_runs
 from harness.targets.vulkan.compile.etrecord import EdgeGraph
 from harness.targets.vulkan.compile.lowering import LoweredProgram
 from harness.targets.vulkan.compile.metrics import partition_transitions
-from harness.targets.vulkan.local.dispatches import STAGING, program_dispatches
+from harness.targets.vulkan.local.dispatches import STAGING
 
 
 @dataclass
@@ -39,10 +38,6 @@ class NodeFacts:
     measured_us: float | None = None
 
 
-def _add(value: float | None, more: float) -> float:
-    return (value or 0.0) + more
-
-
 def measured_dispatches(results: str, model: str, strategy: str) -> pd.DataFrame | None:
     """The dispatches of the strategy's latest ok vulkan-run of the model in ``results`` (its
     own or imported from another machine), or None where there is none with an ETDump."""
@@ -50,10 +45,7 @@ def measured_dispatches(results: str, model: str, strategy: str) -> pd.DataFrame
         record = recorded_runs(results, model, [strategy])[0]
     except UsageError:
         return None
-    program = ResultsDir(results).program(model, strategy)
-    if record["status"] != "ok" or not ResultsDir.beside(program, "etdump").exists():
-        return None
-    return program_dispatches(program)
+    return kept_dispatches(results, model, strategy) if record["status"] == "ok" else None
 
 
 def node_facts(lowered: LoweredProgram, edge: EdgeGraph, priced: pd.DataFrame | None = None,
@@ -81,7 +73,7 @@ def node_facts(lowered: LoweredProgram, edge: EdgeGraph, priced: pd.DataFrame | 
             node.transition_bytes += transition.bytes
     for price in priced.itertuples() if priced is not None else ():
         node = at(price.partition, price.node)
-        node.predicted_us = _add(node.predicted_us, 1000 * price.predicted_ms)
+        node.predicted_us = (node.predicted_us or 0.0) + 1000 * price.predicted_ms
         if not price.measured:
             node.predicted_fitted_us += 1000 * price.predicted_ms
             node.predicted_error = max(node.predicted_error, price.error)
@@ -91,5 +83,5 @@ def node_facts(lowered: LoweredProgram, edge: EdgeGraph, priced: pd.DataFrame | 
         ran = dispatches[dispatches["operator"] != STAGING]
         for (index, name), ms in ran.groupby(["partition", "node"])["gpu_ms"].sum().items():
             node = at(index, name)  # a transition is drawn as its source, so its time lands there
-            node.measured_us = _add(node.measured_us, 1000 * ms)
+            node.measured_us = (node.measured_us or 0.0) + 1000 * ms
     return facts, sorted(undrawn)

@@ -1,16 +1,15 @@
 """Where one strategy's program spends its GPU time, and what another strategy's choices
 change: tables over the dispatches of an ET-VK run (``harness.targets.vulkan.local.dispatches``,
-one row per dispatch, attributed by delegate node id).
+one row per dispatch, attributed by delegate node id); :func:`profile_runs` is the ``profile``
+command's work on the runs it made or found.
 
-Times are per inference: each dispatch's median over the inferences the ETDump holds.
-The strategy's transitions are their own operator row ("transition"), so a model's own
-clones stay under ``aten.clone.default``. Beside them, the run's latency as its record has
-it (``harness.targets.vulkan.local.latency``: the runtime's own events in the same ETDump),
-and where a cost table priced the run, its predicted time as the record states it (interval,
-share outside the table's support: :mod:`harness.results.prediction_trust`), whether the
-measured time lies inside that interval, and per kernel family the predicted time outside
-the support.
-:func:`profile_runs` is the ``profile`` command's work on the runs it made or found.
+Times are per inference: each dispatch's median over the inferences the ETDump holds. The
+strategy's transitions are their own operator row ("transition"), so a model's own clones
+stay under ``aten.clone.default``. Beside them, the run's latency as its record has it
+(``harness.targets.vulkan.local.latency``: the runtime's own events in the same ETDump), and
+where a cost table priced the run, its predicted time as the record states it
+(:mod:`harness.results.prediction_trust`), whether the measured time lies inside its
+interval, and per kernel family the predicted time outside the table's support.
 """
 
 from pathlib import Path
@@ -57,8 +56,8 @@ def by_representation(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def top_dispatches(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
-    columns = ["node", "operator", "kernel", "inputs", "output", "gpu_ms"]
-    return frame.assign(operator=operator_kinds(frame)).nlargest(count, "gpu_ms")[columns].reset_index(drop=True)
+    top = frame.assign(operator=operator_kinds(frame)).nlargest(count, "gpu_ms")
+    return top[["node", "operator", "kernel", "inputs", "output", "gpu_ms"]].reset_index(drop=True)
 
 
 def summary(frame: pd.DataFrame, record: dict) -> dict:
@@ -70,9 +69,9 @@ def summary(frame: pd.DataFrame, record: dict) -> dict:
 
 
 def measured_against_predicted(summary: dict) -> str | None:
-    """The run's predicted time and what the table states of it, and the measured time it
-    predicts (the operators' and transitions', ET-VK's copies of inputs and outputs aside):
-    inside the interval, or above or below it. None where no table priced the run."""
+    """The run's predicted time and the measured time it predicts (the operators' and
+    transitions', ET-VK's copies of inputs and outputs aside): inside the interval the table
+    states, or above or below it. None where no table priced the run."""
     if summary.get("predicted_gpu_ms") is None:
         return None
     measured = summary["gpu_dispatch_ms"] - summary["staging_gpu_ms"]
@@ -142,6 +141,12 @@ def chart(frames: dict[str, pd.DataFrame], title: str, path: Path, count: int = 
     return path
 
 
+def kept_dispatches(results, model: str, strategy: str) -> pd.DataFrame | None:
+    """The dispatches of the strategy's program of ``model`` in ``results``, None where its run kept no ETDump."""
+    program = ResultsDir(results).program(model, strategy)
+    return program_dispatches(program) if ResultsDir.beside(program, "etdump").exists() else None
+
+
 def recorded_runs(results: str, model: str, names: list[str]) -> list[dict]:
     """The latest vulkan-run record of each strategy in a results directory (another
     machine's runs, as import-remote wrote them), nothing run."""
@@ -158,27 +163,23 @@ def profile_runs(results_dir: Path, model: str, names: list[str], records: list[
     """What ``profile`` shows of the vulkan-run ``records`` of ``names`` (in that order): the
     first strategy's GPU time per operator, representation and dispatch, and with a second,
     what its choices change; and the dispatches of each, by strategy, for the chart."""
-    frames, runs = {}, {}
+    frames, summaries = {}, {}
     for record in records:
+        strategy = record["strategy"]
         if record["status"] != "ok":
-            raise UsageError(f"{model} / {record['strategy']} on vulkan-run is {record['status']}: "
-                             f"{record['reason']}")
-        pte = ResultsDir(results_dir).program(model, record["strategy"])
-        etdump = ResultsDir.beside(pte, "etdump")
-        if not etdump.exists():
-            raise UsageError(f"{etdump} is missing (the runtime wrote no ETDump, or it was "
-                             "deleted): build executor_runner with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run "
-                             "with --fresh")
-        frames[record["strategy"]] = program_dispatches(pte)
-        runs[record["strategy"]] = record
-    strategy = names[0]
-    first, first_summary = frames[strategy], summary(frames[strategy], runs[strategy])
-    result = {"model": model, "strategy": strategy, "summary": first_summary,
-              "outside_support": outside_support(first_summary), "operators": by_operator(first),
+            raise UsageError(f"{model} / {strategy} on vulkan-run is {record['status']}: {record['reason']}")
+        frames[strategy] = kept_dispatches(results_dir, model, strategy)
+        if frames[strategy] is None:
+            raise UsageError(f"{ResultsDir.beside(ResultsDir(results_dir).program(model, strategy), 'etdump')} is "
+                             "missing (the runtime wrote no ETDump, or it was deleted): build executor_runner with "
+                             "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run with --fresh")
+        summaries[strategy] = summary(frames[strategy], record)
+    first = frames[names[0]]
+    result = {"model": model, "strategy": names[0], "summary": summaries[names[0]],
+              "outside_support": outside_support(summaries[names[0]]), "operators": by_operator(first),
               "representations": by_representation(first), "top_dispatches": top_dispatches(first, top)}
     if len(names) > 1:
-        vs = names[1]
-        result.update(vs=vs, vs_summary=summary(frames[vs], runs[vs]), **versus(first, frames[vs], (strategy, vs)))
+        result.update(vs=names[1], vs_summary=summaries[names[1]], **versus(first, frames[names[1]], names[:2]))
     return result, frames
 
 
