@@ -15,7 +15,7 @@ from costmodel.queries import Price, Query
 from costmodel.support import Support
 from costmodel.table import load
 from harness import cli
-from harness.inspection import coverage, validation
+from harness.inspection import validation
 
 from .test_gpu_time import NAMES, _measurements, _relu_ms
 
@@ -74,9 +74,9 @@ def test_leaving_one_model_out_the_interval_holds_at_its_level(tmp_path, capsys,
                      "--workers", "0"]) == 0
     programs = pd.read_csv(tmp_path / "lomo" / "validation.csv")
     assert (programs["predicted_low_ms"] < programs["predicted_high_ms"]).all()
-    within = coverage.within_interval(validation.strategy_programs(programs))
+    within = validation.within_interval(validation.strategy_programs(programs))
     assert abs(within.mean() - 0.8) <= 0.2, within
-    assert coverage.interval_line(validation.strategy_programs(programs), 0.8) in capsys.readouterr().err
+    assert validation.interval_line(validation.strategy_programs(programs), 0.8) in capsys.readouterr().err
 
 
 def test_runs_of_a_device_that_runs_et_vk_alike_stand_in_only_when_named(tmp_path, capsys, monkeypatch):

@@ -192,7 +192,7 @@ def _validate(args, measurements) -> int:
     :mod:`harness.inspection.validation`), so an interrupted validation resumes."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from harness.inspection import coverage, validation
+    from harness.inspection import validation
     from harness.results.results_dir import ResultsDir
     from harness.results.table import format_number
     from harness.sweep import fork_server
@@ -229,7 +229,7 @@ def _validate(args, measurements) -> int:
     summary = validation.summary(programs)
     print(summary.to_string(index=False, float_format=format_number))
     levels = {table.intervals.level for table in tables.values() if table.intervals}
-    say(coverage.interval_line(validation.strategy_programs(programs), max(levels, default=None)))
+    say(validation.interval_line(validation.strategy_programs(programs), max(levels, default=None)))
     say(f"{len(tables)} held-out tables in {out.held_out} ({len(kept)} kept, {len(fitted)} fitted), "
         f"every program's prediction in {out.validation}")
     return 0

@@ -12,12 +12,19 @@ resumes from them. A held-out table carries in its corpus the key it was fitted 
 (:func:`fit_key`: a digest of the measurements, the device's limits, and the fit's code and
 libraries); :func:`kept_tables` takes back only tables of the same key that leave their own
 model out, so a table of other measurements, limits or code is fitted again, never reused.
+
+A record under a table that knows its support and intervals states an interval of its
+predicted time at a named level (:mod:`costmodel.intervals`); :func:`stated_intervals` states
+them of measured programs as a record's would be, and :func:`interval_line` says how often
+each program's measured time lies inside the interval its held-out table states of it,
+against the level the intervals name.
 """
 
 import hashlib
 import json
 import sys
 from concurrent.futures import Executor, as_completed
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +32,10 @@ import pandas as pd
 
 from costmodel.fit import fit
 from costmodel.measurements import NODE_COLUMNS, PROGRAM, PROGRAM_COLUMNS, Measurements
+from costmodel.prediction import Prediction
 from costmodel.queries import node_queries
 from costmodel.table import CostTable, parse
 from harness.errors import UsageError
-from harness.inspection import coverage
 from harness.results.provenance import code_digest, tool_versions
 
 FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
@@ -37,19 +44,47 @@ FIT_LIBRARIES = ("lightgbm", "numpy", "pandas")
 def predicted_programs(measurements: Measurements, table: CostTable) -> pd.DataFrame:
     """Per program: what it measured (the median and range of its processes' summed times),
     what ``table`` predicts of its nodes, the interval it states of that and the share outside
-    its support (:func:`harness.inspection.coverage.stated_intervals`)."""
+    its support (:func:`stated_intervals`)."""
     queries = node_queries(measurements.nodes)
     prices = table.price(queries)
-    predicted = measurements.nodes.assign(predicted=[price.ms for price in prices])
-    by_program = predicted.groupby(PROGRAM)["predicted"].sum()
+    predicted = measurements.nodes.assign(predicted=[price.ms for price in prices]).groupby(PROGRAM)["predicted"]
     programs = measurements.programs.set_index(PROGRAM)
     process_ms = programs["process_ms"]
     return pd.DataFrame({
-        "costs": programs["costs"],
-        "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min), "high_ms": process_ms.map(max),
-        "predicted_ms": by_program,
-    }).join(coverage.stated_intervals(measurements.nodes, queries, prices, table, PROGRAM)).assign(
+        "costs": programs["costs"], "measured_ms": process_ms.map(np.median), "low_ms": process_ms.map(min),
+        "high_ms": process_ms.map(max), "predicted_ms": predicted.sum(),
+    }).join(stated_intervals(measurements.nodes, queries, prices, table, PROGRAM)).assign(
         error=lambda f: f["predicted_ms"] / f["measured_ms"] - 1).reset_index()
+
+
+def stated_intervals(nodes: pd.DataFrame, queries: list, prices: list, table: CostTable,
+                     program: list[str]) -> pd.DataFrame:
+    """Per program of ``nodes`` (rows grouped by the columns ``program``, a query and a price
+    each), the interval ``table`` states of it (NaN where it states none) and the share of its
+    predicted time outside the table's support."""
+    rows = {}
+    for key, members in nodes.groupby(program).indices.items():
+        prediction = Prediction.of([queries[i] for i in members], [prices[i] for i in members], table.support)
+        low, high = prediction.interval(table.intervals) if table.intervals else (float("nan"),) * 2
+        rows[key] = {"predicted_low_ms": low, "predicted_high_ms": high,
+                     "outside_share": prediction.outside_ms / prediction.ms if prediction.ms else 0.0}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis(program)
+
+
+def within_interval(programs: pd.DataFrame) -> pd.Series:
+    """Per program, whether its measured time lies within the interval stated of it."""
+    return programs["measured_ms"].between(programs["predicted_low_ms"], programs["predicted_high_ms"])
+
+
+def interval_line(programs: pd.DataFrame, level: float | None) -> str:
+    """How often programs' measured times (their median process) lie within the interval their
+    held-out tables state, against the level it names."""
+    stated = programs.dropna(subset=["predicted_low_ms", "predicted_high_ms"])
+    if stated.empty or level is None:
+        return "the held-out tables state no interval (tables fitted before intervals were)"
+    within = within_interval(stated)
+    return (f"measured time within the held-out table's interval for {int(within.sum())} of {len(within)} programs "
+            f"({within.mean():.0%}); the intervals claim {level:.0%}")
 
 
 def fit_key(measurements: Measurements) -> str:
@@ -110,14 +145,11 @@ def leave_one_model_out(measurements: Measurements, models: list[str] | None = N
     ``executor`` (of processes): the fits run there, several at once, with the same results as
     one after another here."""
     models = models or sorted(measurements.programs["model"].unique())
-    kept = kept or {}
-    key = key or fit_key(measurements)
+    kept, key = kept or {}, key or fit_key(measurements)
     missing = [model for model in models if model not in kept]
-    if executor:
-        futures = {executor.submit(held_out, measurements, model, key): model for model in missing}
-        made = ((futures[future], future.result()) for future in as_completed(futures))
-    else:
-        futures, made = {}, ((model, held_out(measurements, model, key)) for model in missing)
+    futures = {executor.submit(held_out, measurements, model, key): model for model in missing} if executor else {}
+    made = (((futures[future], future.result()) for future in as_completed(futures)) if executor
+            else ((model, held_out(measurements, model, key)) for model in missing))
     results = {model: _predicted_by(table, measurements, model) for model, table in kept.items()}
     tables = dict(kept)
     try:
@@ -150,27 +182,20 @@ def ordered_pairs(programs: pd.DataFrame) -> tuple[int, int]:
     measured ranges do not overlap: how many the prediction orders as measured, and how many."""
     if programs["strategy"].duplicated().any():
         raise ValueError("a strategy's program appears more than once: merge its runs first (strategy_programs)")
-    rows = list(programs.itertuples(index=False))
-    agreeing = pairs = 0
-    for i, first in enumerate(rows):
-        for second in rows[i + 1:]:
-            if first.high_ms < second.low_ms or second.high_ms < first.low_ms:
-                pairs += 1
-                agreeing += (first.measured_ms < second.measured_ms) == (first.predicted_ms < second.predicted_ms)
-    return agreeing, pairs
+    apart = [(a, b) for a, b in combinations(programs.itertuples(index=False), 2)
+             if a.high_ms < b.low_ms or b.high_ms < a.low_ms]
+    return sum((a.measured_ms < b.measured_ms) == (a.predicted_ms < b.predicted_ms) for a, b in apart), len(apart)
 
 
 def summary(programs: pd.DataFrame) -> pd.DataFrame:
     """Per model, from :func:`leave_one_model_out`'s programs: the median and worst absolute
     error over its strategies' programs, how many of them measured within the interval the
-    held-out table states (:mod:`harness.inspection.coverage`) and their largest share outside
-    its support; of the pairs of
-    them whose measured times differ beyond their ranges, how many the held-out table orders as
-    measured; and ilp-time (lowered under the held-out table) against the faster of ilp and
-    bfs-downstream, and against bfs-downstream, measured (``beyond_spread``: slower than the
-    faster one's slowest process)."""
-    # an ilp-time program counts only where it was lowered under the table that predicts it
-    # (its model's held-out table)
+    held-out table states (:func:`within_interval`) and their largest share outside
+    its support; of the pairs of them whose measured times differ beyond their ranges, how many
+    the held-out table orders as measured; and ilp-time (lowered under the held-out table)
+    against the faster of ilp and bfs-downstream, and against bfs-downstream, measured
+    (``beyond_spread``: slower than the faster one's slowest process)."""
+    # an ilp-time program counts only where it was lowered under its model's held-out table, which predicts it
     lowered_under = (programs["strategy"] != "ilp-time") | (programs["costs"] == programs["table"])
     rows = []
     for model, group in strategy_programs(programs[lowered_under]).groupby("model"):
@@ -178,7 +203,7 @@ def summary(programs: pd.DataFrame) -> pd.DataFrame:
         errors = (group["predicted_ms"] / group["measured_ms"] - 1).abs()
         agreeing, pairs = ordered_pairs(group)
         row = {"model": model, "programs": len(group), "median_error": errors.median(), "worst_error": errors.max(),
-               "within_interval": f"{int(coverage.within_interval(group).sum())}/{len(group)}",
+               "within_interval": f"{int(within_interval(group).sum())}/{len(group)}",
                "outside_share": group["outside_share"].max(),
                "ordered_pairs": f"{agreeing}/{pairs}", "ilp_time_vs_best": None, "beyond_spread": None,
                "ilp_time_vs_bfs_downstream": None}
@@ -188,7 +213,7 @@ def summary(programs: pd.DataFrame) -> pd.DataFrame:
             row.update(ilp_time_vs_best=own["measured_ms"] / best["measured_ms"] - 1,
                        beyond_spread=bool(own["low_ms"] > best["high_ms"]))
             if "bfs-downstream" in by_strategy.index:
-                row["ilp_time_vs_bfs_downstream"] = own["measured_ms"] / by_strategy.loc["bfs-downstream",
-                                                                                       "measured_ms"] - 1
+                downstream = by_strategy.loc["bfs-downstream", "measured_ms"]
+                row["ilp_time_vs_bfs_downstream"] = own["measured_ms"] / downstream - 1
         rows.append(row)
     return pd.DataFrame(rows)
