@@ -19,15 +19,13 @@ from executorch.backends.vulkan.op_registry import get_op_features
 from costmodel.prediction import Prediction
 from costmodel.signatures import op_name
 from costmodel.table import CostTable
-from harness.pipeline.model import pipeline
+from harness.inspection.kernel_coverage import lowered_program, priced_queries
 from harness.quiet import output_to_stderr
 from harness.results.prediction_trust import difference_note, predicted_line
 from harness.results.table import format_number, tables_json
 from harness.targets.vulkan.compile import validator
 from harness.targets.vulkan.compile.lowering import LoweredProgram
-from harness.targets.vulkan.compile.metrics import assignments, is_transition, partition_transitions, predicted_gpu_time
-from harness.targets.vulkan.compile.prefix import vulkan_lowering
-import strategies
+from harness.targets.vulkan.compile.metrics import is_transition, partition_transitions, predicted_gpu_time
 from strategies.representations import (
     as_pair,
     filtered,
@@ -113,12 +111,9 @@ def priced_nodes(lowered: LoweredProgram, table: CostTable) -> pd.DataFrame:
     """Every node ``table`` prices in the program (a transition as the node whose output it
     copies): its predicted ms, whether measured on this model or fitted with the fit's expected
     error, and the kernel family of a fitted node outside the table's support (else missing)."""
-    rows = []
-    for index, assignment in enumerate(assignments(lowered)):
-        queries = assignment.problem.queries(list(assignment.operator_reprs()), assignment.clones)
-        for query, (name, operator, price) in zip(queries, assignment.priced(table)):
-            outside = Prediction.of([query], [price], table.support).outside
-            rows.append((index, name, operator, price.ms, price.measured, price.error, next(iter(outside), None)))
+    rows = [(index, name, operator, price.ms, price.measured, price.error,
+             next(iter(Prediction.of([query], [price], table.support).outside), None))
+            for index, name, operator, query, price in priced_queries(lowered, table)]
     return pd.DataFrame(rows, columns=list(PRICED_COLUMNS))
 
 
@@ -143,9 +138,8 @@ def explain(model: str, strategy: str, vs: str | None = None,
     the cost table ``costs``), validate each program, and say why each transition of the first
     exists (and, with ``vs``, where the two disagree); the result and the lowered programs."""
     names = [strategy] + ([vs] if vs else [])
+    lowered = [lowered_program(model, name, costs) for name in names]  # of the process's one lowering prefix
     with output_to_stderr():
-        lowering = vulkan_lowering(pipeline(model))  # the process's one: explore reads it too
-        lowered = [lowering.lower(strategies.get_strategy(name), costs) for name in names]
         for program in lowered:
             validator.validate(program)
     return explanation(model, names, lowered, costs), lowered

@@ -21,7 +21,7 @@ are named anew from the kept signatures each time.
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -48,20 +48,25 @@ def node_measures(signature: dict, input_repr: str | None, output_repr: str | No
             "log2_channels": channels, "log2_spatial": features["log_output_h"] + features["log_output_w"]}
 
 
-def priced_nodes(lowered, table: CostTable) -> list[dict]:
-    """Every operator node and transition of a lowered program, as the strategy left it, with its
-    signature, representations, price (ms) under ``table`` and why it lies outside the table's
-    support (None where inside or measured)."""
+def priced_queries(lowered, table: CostTable) -> Iterator[tuple]:
+    """Every operator node and transition of a lowered program, as the strategy left it, as
+    (partition index, node, operator, query, price under ``table``): a transition as the node
+    whose output it copies."""
     from harness.targets.vulkan.compile.metrics import assignments
 
-    rows = []
-    for assignment in assignments(lowered):
+    for index, assignment in enumerate(assignments(lowered)):
         queries = assignment.problem.queries(list(assignment.operator_reprs()), assignment.clones)
-        rows += [{"signature": query.signature, "input": query.input or None, "output": query.output,
-                  "transition": query.transition, "ms": price.ms,
-                  "outside": None if price.measured else table.support.place(query)[1]}
-                 for query, (*_, price) in zip(queries, assignment.priced(table))]
-    return rows
+        for query, (name, operator, price) in zip(queries, assignment.priced(table)):
+            yield index, name, operator, query, price
+
+
+def priced_nodes(lowered, table: CostTable) -> list[dict]:
+    """:func:`priced_queries` with their signature, representations, price (ms) and why they lie
+    outside the table's support (None where inside or measured)."""
+    return [{"signature": query.signature, "input": query.input or None, "output": query.output,
+             "transition": query.transition, "ms": price.ms,
+             "outside": None if price.measured else table.support.place(query)[1]}
+            for *_, query, price in priced_queries(lowered, table)]
 
 
 def lowered_program(model: str, strategy: str, table: CostTable):
