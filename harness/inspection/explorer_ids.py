@@ -30,19 +30,12 @@ def adapter_id(edge_name: str) -> str:
     return edge_name + "_"
 
 
-def _original(node: torch.fx.Node) -> str | None:
-    original = node.meta.get("original_aten")
-    return op_name(original) if original is not None else None
-
-
 def drawn_as(graph: torch.fx.Graph, edge: EdgeGraph) -> dict[str, str]:
     """The adapter's id of each node of a partition's graph that is drawn (module docstring)."""
-    names = {node.name for node in edge.nodes}
-    inputs = set(edge.inputs)
+    names, inputs, present = {node.name for node in edge.nodes}, set(edge.inputs), {node.name for node in graph.nodes}
     by_call: dict[str, list] = {}
     for node in edge.nodes:
         by_call.setdefault(node.torch_fn, []).append(node)
-    present = {node.name for node in graph.nodes}
     ids: dict[str, str] = {}
     for node in graph.nodes:  # in graph order: what a node reads is placed before it
         if node.target == operator.getitem:
@@ -54,9 +47,9 @@ def drawn_as(graph: torch.fx.Graph, edge: EdgeGraph) -> dict[str, str]:
             if node.name in inputs:
                 ids[node.name] = INPUTS_ID
         elif node.op == "call_function":
-            source = node.meta.get("torch_fn")
+            source, original = node.meta.get("torch_fn"), node.meta.get("original_aten")
             replaced = [e for e in by_call.get(source[0], []) if e.name not in present] if source else []
-            same_operator = [e for e in replaced if e.operator == _original(node)]
+            same_operator = [e for e in replaced if original is not None and e.operator == op_name(original)]
             if replaced:
                 ids[node.name] = adapter_id((same_operator or replaced)[-1].name)
                 continue

@@ -106,9 +106,7 @@ def render(lowered: LoweredProgram, title: str) -> graphviz.Digraph:
 
 def write(lowered: LoweredProgram, title: str, path: Path) -> Path:
     """Render to ``path``; the format is the suffix (svg, png, pdf)."""
-    path = Path(path)
-    fmt = path.suffix.lstrip(".") or "svg"
-    graph = render(lowered, title)
+    path, graph = Path(path), render(lowered, title)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(graph.pipe(format=fmt))
+    path.write_bytes(graph.pipe(format=path.suffix.lstrip(".") or "svg"))
     return path

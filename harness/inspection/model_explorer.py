@@ -26,6 +26,7 @@ from layoutkit import strict_json
 UNCHANGED = "#BBBBBB"  # nodes two strategies treat alike
 FASTER, NEUTRAL = "#0072B2", "#FFFFFF"
 MEASURED, FITTED, OUTSIDE_SUPPORT = "#009E73", "#E69F00", TRANSITION_COLOUR
+PER_NODE_TIME = "µs per inference, node and its output's transitions; white least, vermillion most"
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,7 @@ def strategy_overlays(name: str, facts: dict[str, NodeFacts], program: str | Non
     if any(f.predicted_us is not None for f in facts.values()):
         predicted = {node: f for node, f in facts.items() if f.predicted_us is not None}
         overlays += [
-            _numbers(f"{name}-predicted", f"{name}: predicted GPU time (µs per inference, node and its output's "
-                     f"transitions; white least, vermillion most); the program {program}",
+            _numbers(f"{name}-predicted", f"{name}: predicted GPU time ({PER_NODE_TIME}); the program {program}",
                      {node: f.predicted_us for node, f in predicted.items()}),
             Overlay(f"{name}-predicted-source", f"{name}: where the predicted time comes from (green measured on "
                     "this model, orange fitted, ± its expected error, vermillion fitted outside the table's support, "
@@ -94,8 +94,8 @@ def strategy_overlays(name: str, facts: dict[str, NodeFacts], program: str | Non
         ]
     measured = {node: f.measured_us for node, f in facts.items() if f.measured_us is not None}
     if measured:
-        overlays.append(_numbers(f"{name}-measured", f"{name}: measured GPU time, vulkan-run (µs per inference, node "
-                                 "and its output's transitions; white least, vermillion most)", measured))
+        overlays.append(_numbers(f"{name}-measured", f"{name}: measured GPU time, vulkan-run ({PER_NODE_TIME})",
+                                 measured))
     return overlays
 
 
@@ -113,7 +113,7 @@ def difference_overlays(names: tuple[str, str], first: dict[str, NodeFacts],
     alike = {node for node in nodes if _alike(first.get(node), second.get(node))}
     changed = {}
     for node in nodes:
-        before, after = (first.get(node) or NodeFacts()).representation, (second.get(node) or NodeFacts()).representation
+        before, after = ((facts.get(node) or NodeFacts()).representation for facts in (first, second))
         if node in alike or before is None or after is None:
             continue
         label = f"{before} -> {after}" if before != after else f"{before}, other transitions"
