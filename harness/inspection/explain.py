@@ -38,10 +38,8 @@ from strategies.representations import (
 )
 
 PRICED_COLUMNS = ("partition", "node", "operator", "predicted_ms", "measured", "error", "outside_support")
-TRANSITION_COLUMNS = (
-    "partition", "source", "before", "after", "consumer", "arg_index", "consumer_op", "forced", "constraint",
-    "shape", "dtype", "bytes", "clone",
-)
+TRANSITION_COLUMNS = ("partition", "source", "before", "after", "consumer", "arg_index", "consumer_op", "forced",
+                      "constraint", "shape", "dtype", "bytes", "clone")
 
 
 def constraint(reader, arg_index: int, source_repr, repsets: vk_utils.OpRepSets, dtype) -> tuple[bool, str]:
@@ -56,8 +54,7 @@ def constraint(reader, arg_index: int, source_repr, repsets: vk_utils.OpRepSets,
         output = filtered(repsets.get_out_repset(0), dtype)
         if source_info not in repset_packed_dim_infos(output):
             return True, f"{name} syncs input and output; its output accepts {repset_name(output)}"
-        tagged = first_repr(reader)
-        return False, f"{name} syncs input and output; the strategy tagged the output {repr_name(tagged)}"
+        return False, f"{name} syncs input and output; the strategy tagged the output {repr_name(first_repr(reader))}"
     tensor_args = [a for a in reader.args if isinstance(a, (torch.fx.Node, list, tuple))]
     if repsets.sync_args_repr and len(tensor_args) > 1:
         return False, f"{name} syncs its arguments; the strategy chose another packed dim for them"
