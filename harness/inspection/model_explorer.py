@@ -2,17 +2,13 @@
 strategy's choices and times, and where a second strategy differs: one file per overlay,
 each named in Model Explorer by a legend that gives its unit and its colours.
 
-Overlays, per strategy: its representation of each node (the colours of ``explain
---graph``), the transitions from each node's output (KiB moved), the node's predicted GPU
-time under a cost table (its legend states the program's, with its interval and share
-outside the table's support) and where that price came from (measured on this model, fitted
-with its expected error, or fitted outside the table's support: its kernel families), and
-the GPU time a vulkan-run measured; and between the two:
-where the representation changed, and the predicted and measured time of the second less
-the first. Times are µs per inference, a node's own and its output's transitions
-(:mod:`harness.inspection.node_facts`). Numbers are coloured by a gradient from the
-smallest value to the largest (differences: blue faster, vermillion slower, white none);
-in the overlays between the strategies, nodes both treat alike are grey.
+Per strategy, an overlay of each of its facts (:mod:`harness.inspection.node_facts`): the
+representation (the colours of ``explain --graph``), the transitions (KiB moved), the
+predicted time (the legend states the program's) and where that price came from, and the
+measured time; between two, where the representation changed and the predicted and measured
+time of the second less the first. Numbers are coloured from the smallest value to the
+largest (differences: blue faster, vermillion slower, white none); nodes two strategies
+treat alike are grey.
 """
 
 from dataclasses import dataclass, field
