@@ -69,13 +69,13 @@ def test_a_program_too_fast_to_time_from_outside_is_no_zero_latency():
 
 
 def test_a_new_program_removes_its_own_stale_etdumps_only(tmp_path):
-    from harness.targets.vulkan.local.runners import remove_etdumps
+    from harness.targets.vulkan.local.runners import remove_program
 
     names = ["a.etdump", "a.2.etdump", "a.3.etdump", "a.py.Mine.etdump", "a.py.Mine.2.etdump", "a.pte", "b.etdump"]
     for name in names:
         (tmp_path / name).write_bytes(b"")
-    remove_etdumps(tmp_path / "a.pte")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[3:])
+    remove_program(tmp_path / "a.pte")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[3:5] + names[6:])
 
 
 def test_processes_each_keep_their_etdump_where_the_runner_writes_one(tmp_path):

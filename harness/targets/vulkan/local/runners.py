@@ -64,10 +64,6 @@ class RunResult:
     etdumps: list[Path]  # one per runtime process, where it wrote them
 
 
-def _run_child(command: list[str], cwd: Path, label: str) -> tuple[float, int]:
-    return run_child(command, cwd, label, RuntimeFailure)
-
-
 class ExecutorRunner:
     """An ``executor_runner`` binary the user built (with the backend linked in)."""
 
@@ -82,24 +78,21 @@ class ExecutorRunner:
     def write_inputs(inputs: list, workdir: Path) -> list[str]:
         """Each input's raw bytes in its own file, as ``--inputs`` expects."""
         workdir.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for index, tensor in enumerate(inputs):
-            path = workdir / f"input-{index}.bin"
+        paths = [workdir / f"input-{index}.bin" for index in range(len(inputs))]
+        for path, tensor in zip(paths, inputs):
             path.write_bytes(tensor.contiguous().numpy().tobytes())
-            paths.append(str(path))
-        return paths
-
-    def execute(self, pte: Path, input_files: list[str], count: int, workdir: Path) -> tuple[float, int]:
-        """One runner process doing ``count`` inferences: (wall seconds, peak RSS bytes)."""
-        return _run_child(runner_command(self.path, pte, input_files, count, workdir), workdir,
-                          f"executor_runner {self.path}")
+        return [str(path) for path in paths]
 
     def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
         # The runner starts in workdir: a relative path would be read from there, not from here.
         pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         input_files = self.write_inputs(inputs, workdir)
-        latencies, peak, etdumps = run_timed(lambda count: self.execute(pte, input_files, count, workdir), workdir,
-                                             settings.warmup, settings.iterations, settings.repeats,
+
+        def execute(count: int) -> tuple[float, int]:  # one runner process: (wall seconds, peak RSS bytes)
+            return run_child(runner_command(self.path, pte, input_files, count, workdir), workdir,
+                             f"executor_runner {self.path}", RuntimeFailure)
+
+        latencies, peak, etdumps = run_timed(execute, workdir, settings.warmup, settings.iterations, settings.repeats,
                                              settings.processes, RuntimeFailure)
         return RunResult(latencies, raw_outputs(written_outputs(workdir), output_like), peak, etdumps)
 
@@ -112,15 +105,13 @@ class Pybindings:
     def run(self, pte: Path, inputs: list, output_like: list, settings: RunSettings, workdir: Path) -> RunResult:
         pte, workdir = Path(pte).resolve(), Path(workdir).resolve()
         torch.save(inputs, workdir / "inputs.pt")
-        _, peak = _run_child([
-            sys.executable, "-m", "harness.targets.vulkan.local.pybindings_worker", str(pte), str(workdir),
-            str(settings.warmup), str(settings.iterations),
-        ], workdir, "the pybindings runtime")
+        _, peak = run_child([sys.executable, "-m", "harness.targets.vulkan.local.pybindings_worker", str(pte),
+                             str(workdir), str(settings.warmup), str(settings.iterations)],
+                            workdir, "the pybindings runtime", RuntimeFailure)
         result = torch.load(workdir / "result.pt")
         etdump = workdir / "model.etdump"
-        if etdump.exists():
-            return RunResult(None, result["outputs"], peak, [etdump])
-        return RunResult(result["latencies_ms"], result["outputs"], peak, [])
+        etdumps = [etdump] if etdump.exists() else []
+        return RunResult(None if etdumps else result["latencies_ms"], result["outputs"], peak, etdumps)
 
 
 def pybindings_backends() -> list[str]:
@@ -146,8 +137,7 @@ def built_runners() -> list[tuple[Path, dict]]:
     """The runners ``layoutbench runtime build`` keeps as ``CACHE/runtime/<source>-<flags>/executor_runner``,
     newest (built or reused last) first, each with its ``build.json`` (``{}`` where it has none)."""
     built = [path for path in runtime_dir().glob(f"*/{RUNNER_NAME}") if os.access(path, os.X_OK)]
-    built.sort(key=lambda path: path.stat().st_mtime, reverse=True)
-    return [(path, build_record(path)) for path in built]
+    return [(path, build_record(path)) for path in sorted(built, key=lambda path: path.stat().st_mtime, reverse=True)]
 
 
 def build_record(binary: Path) -> dict:
@@ -201,37 +191,24 @@ def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, setti
     torch.save(reference, ResultsDir.beside(pte, "eager_outputs"))
     workdir.mkdir(parents=True, exist_ok=True)
     result = runtime.run(pte, list(inputs), reference, settings, workdir)
-    error = max_abs_error(result.outputs, reference)
     etdumps = etdump_paths(pte, len(result.etdumps)) if result.etdumps else []
     for written, kept in zip(result.etdumps, etdumps):
         shutil.copyfile(written, kept)
-    fields = {
-        **latency_fields(etdumps, settings.iterations, result.wall_clock_ms),
-        "iterations": settings.iterations,
-        "peak_rss_bytes": result.peak_rss_bytes,
-        "max_abs_error": error,
-        "error_tolerance": tolerance(reference, precision),
-        **dict.fromkeys(GPU_FIELDS),
-        "runtime": runtime.name,
-    }
+    fields = {**latency_fields(etdumps, settings.iterations, result.wall_clock_ms), "iterations": settings.iterations,
+              "peak_rss_bytes": result.peak_rss_bytes, "max_abs_error": max_abs_error(result.outputs, reference),
+              "error_tolerance": tolerance(reference, precision), **dict.fromkeys(GPU_FIELDS), "runtime": runtime.name}
     if etdumps and nodes is not None:
         fields.update(attributed_gpu_fields(etdumps[0], nodes))
     return fields
 
 
-def remove_etdumps(program: Path) -> None:
-    """Delete the ETDumps kept beside ``program`` (``<stem>.etdump``, ``<stem>.N.etdump``),
-    not another strategy's whose name starts with ``<stem>.``."""
-    for stale in ResultsDir.etdumps(program):
-        stale.unlink()
-
-
 def remove_program(path: Path) -> None:
-    """Delete a program, its node map, eager's outputs, another machine's and its ETDumps (its
-    inputs stay: no runner reads them without it)."""
+    """Delete a program, its node map, eager's outputs, another machine's and its ETDumps
+    (:meth:`ResultsDir.etdumps`); its inputs stay: no runner reads them without it."""
     path.unlink(missing_ok=True)
     for kind in ("node_map", "eager_outputs"):
         ResultsDir.beside(path, kind).unlink(missing_ok=True)
     shutil.rmtree(ResultsDir.beside(path, "device_outputs"), ignore_errors=True)
     if path.parent.is_dir():
-        remove_etdumps(path)
+        for stale in ResultsDir.etdumps(path):
+            stale.unlink()

@@ -5,29 +5,28 @@ the harness would use, and why.
 A build is kept in ``CACHE/runtime/<source>-<flags>/``: the binary, ``build.json`` (what it
 was built from, with which flags, how long it took) and the CMake build directory, so that
 building the same source again is incremental. ``<source>`` is the tree's git commit (plus a
-digest of uncommitted changes to tracked files), or a digest of its files where it is not a
-git checkout; ``<flags>`` is a digest of the CMake flags (and of the toolchain file's
-content, for a cross build). ``find_runtime`` finds the newest build for this host with no flag.
+digest of uncommitted changes to tracked files), else a digest of its files; ``<flags>`` a
+digest of the CMake flags (and of the toolchain file's content, for a cross build).
+``find_runtime`` finds the newest build for this host with no flag.
 
 ``--toolchain FILE`` (a CMake toolchain file: the Android NDK's, a cross compiler's) builds
 for another device; ``build.json`` says what CMake built for. What runs during the build runs
-here: glslc and ET-VK's shader generator (passed by path), flatc and flatcc (ExecuTorch builds
-them for the host). flatcc writes its libraries into the source tree: each build's go to a
-directory of their own there, or an incremental host build would link a cross build's.
+here: glslc, ET-VK's shader generator, flatc and flatcc. flatcc writes its libraries into the
+source tree, each build's into a directory of their own, or an incremental host build would
+link a cross build's.
 
 The traps met building it by hand, handled here:
 
 - ET-VK's shaders use ``GL_EXT_integer_dot_product``, which older glslc (Debian 12's shaderc
   2023.2) rejects: a glslc that fails a probe shader is replaced by Debian trixie's, run
   through the trixie runtime :mod:`harness.targets.debian_trixie` fetches.
-- ExecuTorch's headers are included as ``<executorch/...>`` from the tree's parent, so the
-  tree must sit in a directory named ``executorch``: another name is reached through a
-  directory of that name beside the build.
-- A tree whose ``third-party/json`` is empty (a snapshot without nlohmann/json's pinned
-  commit) cannot be configured, though the runner never uses it: the build then sees a
-  stand-in that only defines json's CMake target.
+- ExecuTorch's headers are included as ``<executorch/...>`` from the tree's parent: a tree not
+  in a directory named ``executorch`` is reached through one of that name beside the build.
+- A tree whose ``third-party/json`` is empty (no nlohmann/json's pinned commit) cannot be
+  configured, though the runner never uses it: the build sees a stand-in defining only its target.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -119,43 +118,32 @@ def glslc() -> str:
     return str(wrapper)
 
 
-class _Progress:
-    """ninja's [N/M] as a bar on a terminal; elsewhere (a log, CI) a line each tenth."""
+@contextlib.contextmanager
+def _progress():
+    """A ``step(done, total)`` showing ninja's [N/M] as a bar on a terminal; elsewhere (a log,
+    CI) a line each tenth."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def __init__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    console = Console(stderr=True)
+    lines, started, task, tenth_said = not console.is_terminal, time.monotonic(), None, -1
+    with Progress(TextColumn(f"{PREFIX}: compiling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=lines) as bar:
+        def step(done: int, total: int) -> None:
+            nonlocal task, tenth_said
+            if task is None:
+                task = bar.add_task("compiling", total=total)
+            bar.update(task, completed=done, total=total)
+            if lines and done * 10 // total > tenth_said:
+                tenth_said = done * 10 // total
+                say(f"[{done}/{total}] {time.monotonic() - started:.0f} s")
 
-        console = Console(stderr=True)
-        self._lines = not console.is_terminal
-        self._progress = Progress(TextColumn(f"{PREFIX}: compiling"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=console, disable=self._lines)
-        self._task = None
-        self._tenth_said = -1
-        self._started = time.monotonic()
-
-    def __enter__(self):
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._progress.__exit__(*exc)
-
-    def step(self, done: int, total: int) -> None:
-        if self._task is None:
-            self._task = self._progress.add_task("compiling", total=total)
-        self._progress.update(self._task, completed=done, total=total)
-        tenth = done * 10 // total
-        if self._lines and tenth > self._tenth_said:
-            self._tenth_said = tenth
-            say(f"[{done}/{total}] {time.monotonic() - self._started:.0f} s")
+        yield step
 
 
 def _first_error(log: Path, marker: re.Pattern) -> str:
-    for line in log.read_text(errors="replace").splitlines():
-        if marker.search(line):
-            return line.strip()[:300]
-    return "no error line found"
+    found = (line.strip()[:300] for line in log.read_text(errors="replace").splitlines() if marker.search(line))
+    return next(found, "no error line found")
 
 
 def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_path: str) -> None:
@@ -174,24 +162,17 @@ def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_pa
 def _compile(cmake_build: Path, jobs: int) -> None:
     log = cmake_build.parent / "build.log"
     command = ["ninja", "-C", str(cmake_build), f"-j{jobs}", RUNNER_NAME]
-    with log.open("w") as out, _Progress() as progress:
+    with log.open("w") as out, _progress() as step:
         ninja = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in ninja.stdout:
             out.write(line)
-            step = NINJA_STEP.match(line)
-            if step:
-                progress.step(int(step.group(1)), int(step.group(2)))
+            counted = NINJA_STEP.match(line)
+            if counted:
+                step(int(counted.group(1)), int(counted.group(2)))
         ninja.wait()
     if ninja.returncode != 0:
         found = _first_error(log, re.compile(r"error:|FAILED:"))
         raise RuntimeBuildError(f"{RUNNER_NAME} did not compile: {found}; the whole log is {log}")
-
-
-def _required_tools() -> None:
-    missing = [tool for tool in ("cmake", "ninja") if not shutil.which(tool)]
-    if missing:
-        raise UsageError(f"building the runtime needs {' and '.join(missing)}: install them "
-                         "(Debian: apt-get install cmake ninja-build)")
 
 
 def build(source: str | None, extra_flags: list[str], rebuild: bool = False, jobs: int | None = None,
@@ -218,7 +199,10 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
             binary.touch()  # the newest again: find_runtime uses what was asked for last
             say(f"reusing {binary} (built from {tree.path}, {tree.described}; same flags); --rebuild compiles again")
             return binary
-        _required_tools()
+        missing = [tool for tool in ("cmake", "ninja") if not shutil.which(tool)]
+        if missing:
+            raise UsageError(f"building the runtime needs {' and '.join(missing)}: install them "
+                             "(Debian: apt-get install cmake ninja-build)")
         glslc_path = glslc()
         cmake_build = build / "build"
         build.mkdir(mode=0o700, exist_ok=True)  # closed to others: what it holds runs (see layoutkit.files)
@@ -235,8 +219,7 @@ def build(source: str | None, extra_flags: list[str], rebuild: bool = False, job
             "flags": list(flags), "glslc": glslc_path, "toolchain": str(toolchain_file) if toolchain_file else None,
             "built_for": _built_for(cmake_build, toolchain_file),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "seconds": round(seconds, 1), "first_build_seconds": round(first_seconds, 1),
-        }, indent=1) + "\n")
+            "seconds": round(seconds, 1), "first_build_seconds": round(first_seconds, 1)}, indent=1) + "\n")
         # Copied, not linked: the build directory may be rebuilt while a run uses the binary.
         temporary = build / f".{RUNNER_NAME}.tmp"
         shutil.copyfile(cmake_build / RUNNER_NAME, temporary)
