@@ -73,6 +73,12 @@ def _git(source: Path, *arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(source), *arguments], capture_output=True, timeout=300)
 
 
+def _git_fetch(*arguments: str) -> str | None:
+    """Run git to fetch over the network: None where it worked, else the last line it said."""
+    done = subprocess.run([*GIT_WITHOUT_PROMPTS, *arguments], capture_output=True, text=True, timeout=3600)
+    return (done.stderr.strip().splitlines() or ["no output"])[-1] if done.returncode else None
+
+
 def _files_digest(source: Path) -> str:
     """A digest of every file's path and content (links: their target), build outputs aside."""
     parts = []
@@ -132,24 +138,17 @@ def cloned_source() -> Path:
     shutil.rmtree(source, ignore_errors=True)
     source.parent.mkdir(parents=True, exist_ok=True)
     say(f"cloning ExecuTorch {tag} (the installed executorch is {version}) into {source}")
-    clone = subprocess.run([*GIT_WITHOUT_PROMPTS, "clone", "--quiet", "--depth", "1", "--branch", tag,
-                            EXECUTORCH_GIT_URL, str(source)], capture_output=True, text=True, timeout=3600)
-    if clone.returncode != 0:
+    failed = _git_fetch("clone", "--quiet", "--depth", "1", "--branch", tag, EXECUTORCH_GIT_URL, str(source))
+    if failed:
         shutil.rmtree(source, ignore_errors=True)
-        last = (clone.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(f"could not clone ExecuTorch {tag} from {EXECUTORCH_GIT_URL} ({last}); without "
+        raise UsageError(f"could not clone ExecuTorch {tag} from {EXECUTORCH_GIT_URL} ({failed}); without "
                          "internet, pass --source DIR, an ExecuTorch source tree with its submodules")
-
-    def update(names: tuple[str, ...]) -> subprocess.CompletedProcess:
-        return subprocess.run([*GIT_WITHOUT_PROMPTS, "-C", str(source), "submodule", "update", "--init", "--depth",
-                               "1", "--", *names], capture_output=True, text=True, timeout=3600)
-
-    fetched = update(RUNNER_SUBMODULES)
-    if fetched.returncode != 0:
-        last = (fetched.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(f"could not fetch ExecuTorch's submodules into {source} ({last}); "
+    update = ("-C", str(source), "submodule", "update", "--init", "--depth", "1", "--")
+    failed = _git_fetch(*update, *RUNNER_SUBMODULES)
+    if failed:
+        raise UsageError(f"could not fetch ExecuTorch's submodules into {source} ({failed}); "
                          "pass --source DIR, an ExecuTorch source tree with its submodules")
-    update((JSON_SUBMODULE,))  # where its pin cannot be had, the build stages a stand-in
+    _git_fetch(*update, JSON_SUBMODULE)  # where its pin cannot be had, the build stages a stand-in
     return source
 
 
