@@ -9,8 +9,8 @@ program is made (:func:`node_map`) says, per partition in execution order and no
 which graph node that is, whether the layout pass inserted it (a transition: the strategy's
 clones, not the model's own), the representations of its tensor inputs and output and its
 output's elements and bytes; each partition also carries its graph's digest, by which cost
-tables know its nodes (:func:`costmodel.fx.graph_digest`). With it, an ETDump is attributed without the lowered program at hand,
-also one that came back from another machine.
+tables know its nodes (:func:`costmodel.fx.graph_digest`). With it, an ETDump is attributed
+without the lowered program at hand, also one that came back from another machine.
 """
 
 import json
@@ -52,47 +52,30 @@ def serialized_calls(partition: LoweredPartition) -> list[torch.fx.Node]:
     return calls
 
 
-def _tensor_inputs(node: torch.fx.Node, program) -> list[str]:
-    """Representations of the activations a node reads (weights are prepacked by the operator)."""
-    names = []
-    for arg in node.all_input_nodes:
-        if vk_utils.is_param_node(program, arg) or first_repr(arg) is None:
-            continue
-        names.append(repr_name(first_repr(arg)))
-    return names
-
-
-def _elements(node: torch.fx.Node) -> int:
-    return sum(v.numel() for v in node_values(node) if isinstance(v, torch.Tensor))
-
-
-def _bytes(node: torch.fx.Node, force_fp16: bool) -> int:
-    """Bytes of a node's outputs as the program stores them (no texture padding)."""
-    return sum(v.numel() * element_bytes(v.dtype, force_fp16) for v in node_values(node) if isinstance(v, torch.Tensor))
+def _node_entry(node: torch.fx.Node, partition: LoweredPartition) -> dict:
+    """What a node map says of one node: its tensor inputs are the activations it reads (weights
+    are prepacked by the operator), its bytes its outputs' as the program stores them (no
+    texture padding)."""
+    inputs = [arg for arg in node.all_input_nodes
+              if not vk_utils.is_param_node(partition.builder.program, arg) and first_repr(arg) is not None]
+    outputs = [value for value in node_values(node) if isinstance(value, torch.Tensor)]
+    force_fp16 = partition.layout_pass.force_fp16
+    return {"node": node.name, "operator": op_name(node.target),
+            "transition": is_transition(node, partition.prefix_node_names),
+            "inputs": [repr_name(first_repr(arg)) for arg in inputs],
+            "output": repr_name(first_repr(node)) if first_repr(node) is not None else None,
+            "elements": sum(value.numel() for value in outputs),
+            "bytes": sum(value.numel() * element_bytes(value.dtype, force_fp16) for value in outputs),
+            "signature": signature(node)}
 
 
 def node_map(lowered: LoweredProgram) -> dict:
     """What each delegate node id of each partition is, as JSON-ready data."""
-    partitions = []
-    for index in lowered.lowering.call_order:
-        partition = lowered.partitions[index]
-        program = partition.builder.program
-        nodes = []
-        for node in serialized_calls(partition):
-            output = first_repr(node)
-            nodes.append({
-                "node": node.name,
-                "operator": op_name(node.target),
-                "transition": is_transition(node, partition.prefix_node_names),
-                "inputs": _tensor_inputs(node, program),
-                "output": repr_name(output) if output is not None else None,
-                "elements": _elements(node),
-                "bytes": _bytes(node, partition.layout_pass.force_fp16),
-                "signature": signature(node),
-            })
-        graph = graph_digest(lowered.lowering.prefixes[index].program.graph_module)
-        partitions.append({"partition": index, "graph": graph, "nodes": nodes})
-    return {"partitions": partitions}
+    calls = [(index, lowered.partitions[index]) for index in lowered.lowering.call_order]
+    return {"partitions": [
+        {"partition": index, "graph": graph_digest(lowered.lowering.prefixes[index].program.graph_module),
+         "nodes": [_node_entry(node, partition) for node in serialized_calls(partition)]}
+        for index, partition in calls]}
 
 
 def _dispatch_event(name: str) -> dict | None:
