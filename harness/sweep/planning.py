@@ -62,12 +62,7 @@ def strategies_for(target_name: str, strategy_names: list[str]) -> list[str | No
     return list(strategy_names) if get_target(target_name).uses_strategies else [None]
 
 
-def _write_log(store: RecordStore, record: dict, trace: str) -> str:
-    """A traceback in a file under the results directory; its path."""
-    return _write_log_text(store.layout.log(record["model"], record["strategy"], record["target"]), trace)
-
-
-def _write_log_text(path: Path, text: str) -> str:
+def _write_log(path: Path, text: str) -> str:
     """``text`` (a traceback) into ``path``; its absolute path. A full disk fails in one line,
     as a record's own write does."""
     try:
@@ -115,17 +110,11 @@ def _cache_record(record: dict) -> None:
     RECORDS.write(record["identity"], strict_json.dumps(body, default=str).encode())
 
 
-def _cached_record(identity: str) -> dict | None:
-    """The record cache's record of ``identity`` (its log's text, if any, in ``log_text``)."""
-    record, _ = RECORDS.get(identity, json.loads)
-    return record
-
-
 def _with_log(record: dict, store: RecordStore) -> dict:
     """A record reused from the record cache, its log (if any) written into ``store``'s directory."""
     log_text = record.pop("log_text", None)
     if log_text is not None:
-        record["log"] = _write_log_text(store.layout.logs / Path(record["log"]).name, log_text)
+        record["log"] = _write_log(store.layout.logs / Path(record["log"]).name, log_text)
     return record
 
 
@@ -209,7 +198,8 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
                 continue
             identity = identity_fields(model_name, model_digest, strategy, strategy_digests[strategy], target_name,
                                        environment, harness_digest)
-            reused = None if fresh else known.get(identity["identity"]) or _cached_record(identity["identity"])
+            reused = None if fresh else (known.get(identity["identity"])
+                                         or RECORDS.get(identity["identity"], json.loads)[0])
             if reused is None or not target.reusable(reused, context):
                 job.strategies.append(strategy)
                 job.identities[strategy] = identity
@@ -225,7 +215,7 @@ def _plan_and_measure(model_names: list[str], strategy_names: list[str], target_
     def handle(event: WorkerEvent) -> None:
         if isinstance(event, Recorded):
             if event.trace:
-                event.record["log"] = _write_log(store, event.record, event.trace)
+                event.record["log"] = _write_log(store.layout.log(*key(event.record)), event.trace)
             emit(event.record)
         elif isinstance(event, CommandMistake):
             raise UsageError(event.message)
