@@ -27,7 +27,7 @@ from harness.errors import MeasurementError, UsageError
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.base import RunSettings
-from harness.targets.vulkan.local.remote_import import import_remote
+from harness.targets.vulkan.local.remote_import import import_remote, program_name
 from harness.targets.vulkan.local.runners import built_runners
 from harness.targets.vulkan.remote import packing
 
@@ -160,7 +160,7 @@ def _run_and_import(adb: Adb, results: Path, records: list[dict], runner: Path, 
         say(f"bundle pushed to {adb.serial}:{DEVICE_DIR} in {time.monotonic() - started:.1f} s "
             f"({(pushed.strip().splitlines() or [''])[-1]})")
     for index, record in enumerate(todo, 1):
-        name = str(ResultsDir(".").program(record["model"], record["strategy"]))
+        name = program_name(record)
         device_out = f"{DEVICE_DIR}/results/{index}"
         options = (f"--only {shlex.quote(name)} --out {device_out} --warmup {settings.warmup} "
                    f"--iterations {settings.iterations} --processes {settings.processes}")

@@ -145,7 +145,7 @@ def _remote_record(record: dict, run: dict, summary: dict, out: Path) -> dict:
     return fields
 
 
-def _name(record: dict) -> str:
+def program_name(record: dict) -> str:
     """A record's program as remote_runner.py names it: its path under the results directory."""
     return str(ResultsDir(".").program(record["model"], record["strategy"]))
 
@@ -228,7 +228,7 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
     with returned(archive, out) as came_back:
         summary = _with_device(came_back.summary, archive, device, limits)
         local = [r for r in latest(RecordStore(results).read())
-                 if r["target"] == "vulkan-run" and r["status"] == "ok" and _name(r) in summary["programs"]]
+                 if r["target"] == "vulkan-run" and r["status"] == "ok" and program_name(r) in summary["programs"]]
         if not local:
             raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")
         with _staged(out) as staging:
@@ -245,9 +245,9 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
                 _place(node_map, ResultsDir.beside(target, "node_map"), copy_programs)
                 if eager.is_file():
                     _place(eager, ResultsDir.beside(target, "eager_outputs"), copy_programs)
-            came_back.put(_promised(summary, [_name(r) for r in local]), staging)
+            came_back.put(_promised(summary, [program_name(r) for r in local]), staging)
             store = RecordStore(staging)
-            imported = [_remote_record(record, summary["programs"][_name(record)], summary, staging)
+            imported = [_remote_record(record, summary["programs"][program_name(record)], summary, staging)
                         for record in local]
             for record in imported:
                 store.append(record)
