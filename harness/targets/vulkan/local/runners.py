@@ -1,19 +1,13 @@
 """Run a .pte on an ExecuTorch runtime: latency, peak memory, outputs, optional ETDump.
 
-Two runtimes, found in this order (``find_runtime``):
-
-- an ``executor_runner`` binary (``--et-runner PATH``, ``LAYOUTBENCH_ET_RUNNER``, one on
-  ``PATH``, ``CACHE/runtime/executor_runner``, or the newest that ``layoutbench runtime
-  build`` built into ``CACHE/runtime/`` for this host, never a cross build), driven through
-  its flags: ``processes`` processes of warm-up and timed executions, whose ETDumps time
-  each (a runner built with the event tracer); a runner without it is timed from outside as
-  (wall(N + 1 executions) - wall(1 execution)) / N (``remote_runner.run_timed``);
-- ExecuTorch's pybindings (``executorch.runtime``) when the backend the program needs is
-  registered there (the pip wheel has XNNPACK but not Vulkan); they write an ETDump too.
-
-Both run the program in a child process, so its peak resident memory is that process's
-alone (``os.wait4``), and both return the same :class:`RunResult`. The latency comes from
-the ETDump's events where there is one (``harness.targets.vulkan.local.latency``).
+Two runtimes, found in the order :func:`locate_runtime` says: an ``executor_runner`` binary
+(never a cross build), driven through its flags (``processes`` processes of warm-up and timed
+executions, whose ETDumps time each; a runner without the event tracer is timed from outside
+as (wall(N + 1 executions) - wall(1 execution)) / N, ``remote_runner.run_timed``); else
+ExecuTorch's pybindings, where the program's backend is registered there (the pip wheel has
+XNNPACK but not Vulkan), which write an ETDump too. Both run the program in a child process,
+so its peak resident memory is that process's alone (``os.wait4``), and both return a
+:class:`RunResult`; the latency comes from the ETDump's events where there is one (:mod:`.latency`).
 """
 
 import json
@@ -115,7 +109,6 @@ class Pybindings:
 
 
 def pybindings_backends() -> list[str]:
-    """Backends registered in this environment's ExecuTorch pybindings."""
     from executorch.runtime import Runtime
 
     return list(Runtime.get().backend_registry.registered_backend_names)
@@ -156,12 +149,11 @@ def newest_built_runner(toolchain: Path | None = None) -> Path | None:
     return newest
 
 
-def locate_runtime(et_runner: str | None, from_environment: str | None = None,
-                   backend: str = "VulkanBackend") -> tuple[object | None, str | None]:
+def locate_runtime(et_runner: str | None, from_environment: str | None = None) -> tuple[object | None, str | None]:
     """(the runtime to use, the rule that found it), or (None, None): ``--et-runner``,
     ``$LAYOUTBENCH_ET_RUNNER`` (``from_environment``: :class:`harness.targets.base.HostSettings`),
     an ``executor_runner`` on ``PATH``, the cache's own ``runtime/executor_runner``, the newest
-    build, then ExecuTorch pybindings that have the backend."""
+    build, then ExecuTorch pybindings that have the Vulkan backend."""
     for path, rule in ((et_runner, BY_FLAG), (from_environment, BY_ENVIRONMENT)):
         if path:
             return ExecutorRunner(shutil.which(path) or path), rule
@@ -169,14 +161,14 @@ def locate_runtime(et_runner: str | None, from_environment: str | None = None,
     for path, rule in ((shutil.which(RUNNER_NAME), ON_PATH), (cached, IN_CACHE), (newest_built_runner(), BUILT)):
         if path:
             return ExecutorRunner(str(path)), rule
-    if backend in pybindings_backends():
+    if "VulkanBackend" in pybindings_backends():
         return Pybindings(), PYBINDINGS
     return None, None
 
 
-def find_runtime(et_runner: str | None, from_environment: str | None = None, backend: str = "VulkanBackend"):
+def find_runtime(et_runner: str | None, from_environment: str | None = None):
     """The runtime to use (:func:`locate_runtime`), or None: the caller marks its records skipped."""
-    return locate_runtime(et_runner, from_environment, backend)[0]
+    return locate_runtime(et_runner, from_environment)[0]
 
 
 def run_program(runtime, pte: Path, eager: torch.nn.Module, inputs: tuple, settings: RunSettings,
