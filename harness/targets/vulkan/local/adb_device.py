@@ -1,20 +1,18 @@
 """Programs made here run on a device reached by ``adb`` (``run --device adb[:SERIAL]``), as
 ExecuTorch's ``devtools/scripts/benchmark_android.sh`` runs them on a phone.
 
-The programs, with their weights (the outputs the device computes come back and are held to
-eager PyTorch's: a wrong shader there fails its record), and the device's runner go into a
-bundle for ``run.sh`` (:func:`harness.targets.vulkan.remote.packing.pack_bundle`), kept in the device's results
-directory so that ``adb push --sync`` sends only what changed since the last push (adb skips a
-file of the same size and time there). Each program then runs on its own, ``sh run.sh --only
-PROGRAM`` through ``adb shell`` (repeated runner processes, its event tracer, the Vulkan device
-and its limits read there by the device's vulkaninfo, on its PATH or pushed to
-/data/local/tmp), and its ETDumps and outputs are pulled and imported
-(:mod:`.remote_import`) before the next starts: a connection dropped mid-run loses at most the
-program in flight, and the same command resumes, running only the programs whose records are
-not imported yet. Once every program is, the device's scratch directory is removed.
+The programs with their weights (the outputs computed there come back and are held to eager
+PyTorch's: a wrong shader fails its record) and the device's runner go into a bundle for
+``run.sh`` (:func:`harness.targets.vulkan.remote.packing.pack_bundle`), kept in the device's
+results directory so that ``adb push --sync`` sends only what changed (adb skips a file of the
+same size and time). Each program then runs alone, ``sh run.sh --only PROGRAM`` through ``adb
+shell`` (its runner processes, their event tracer, and the Vulkan device and its limits read by
+the device's vulkaninfo, on its PATH or pushed to /data/local/tmp), and its ETDumps and outputs
+are pulled and imported (:mod:`.remote_import`) before the next starts: a dropped connection
+loses at most the program in flight, and the same command resumes with the programs not imported
+yet. Once every program is, the device's scratch directory is removed.
 """
 
-import hashlib
 import shlex
 import shutil
 import subprocess
@@ -24,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import MeasurementError, UsageError
+from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
 from harness.results.store import RecordStore, latest
 from harness.targets.base import RunSettings
@@ -142,8 +141,7 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
 
 def _run_and_import(adb: Adb, results: Path, records: list[dict], runner: Path, settings: RunSettings,
                     out: Path, say, fresh: bool) -> None:
-    digest = hashlib.sha256(runner.read_bytes()).hexdigest()[:16]  # as run.sh names it
-    done = set() if fresh else _done(out, digest, settings)
+    done = set() if fresh else _done(out, file_digest(runner), settings)  # the digest as run.sh names it
     todo = [r for r in records if r["target"] == "vulkan-run" and r["status"] == "ok"
             and _program_key(r) not in done]
     if todo:
