@@ -1,21 +1,19 @@
 """A sweep: models x strategies on a target, one record each, written as produced.
 
-A record's ``identity`` is everything its numbers depend on: the model (name, digest of
-its source), the strategy's code (its class's module, its base classes' modules and the
-helpers they import; a plug-in's file), the harness code that measures it, and the
-target's environment (tool versions; where programs run, the runtime's digest, the machine
-and the run settings). A dirty tree is not an identity. A settled record (ok, or a failure
-the same identity would repeat: see :func:`settled`) whose identity is already in the
-results directory or in the record cache is reused (``fresh`` measures everything again);
-everything else is measured, one job per model (:mod:`harness.sweep.job`) in a
-worker process, locally or on a Ray cluster (:mod:`harness.sweep.execution`). Each
-model goes through one :class:`~harness.pipeline.model.ModelPipeline` (exported once, its
-lowering prefix from the disk cache); every strategy then finishes its own copy. A model
-or strategy that fails, crashes its worker or passes a limit becomes a ``failed`` record
-with the reason, and the sweep goes on; an unexpected error keeps its traceback in
-``RESULTS/logs/``, named by the record's ``log``. Only this process writes records, each as
-it arrives. Whatever the libraries print while measuring goes to stderr: stdout carries
-only results.
+A record's ``identity`` is everything its numbers depend on: the model (name, digest of its
+source), the strategy's code (its class's module, its base classes' modules and the helpers
+they import; a plug-in's file), the harness code that measures it, and the target's
+environment (tool versions; where programs run, the runtime's digest, the machine and the run
+settings). A dirty tree is not an identity. A settled record (see :func:`settled`) whose
+identity the results directory or the record cache holds is reused (``fresh`` measures all
+again); the rest is measured one job per model (:mod:`harness.sweep.job`) in a worker process,
+locally or on Ray (:mod:`harness.sweep.execution`), each model through one
+:class:`~harness.pipeline.model.ModelPipeline` (exported once, its lowering prefix from the disk
+cache) that every strategy finishes a copy of. A model or strategy that fails, crashes its
+worker or passes a limit is a ``failed`` record with the reason, and the sweep goes on; an
+unexpected error's traceback is kept in ``RESULTS/logs/``, named by the record's ``log``. Only
+this process writes records, each as it arrives; what the libraries print while measuring goes
+to stderr: stdout carries only results.
 """
 
 import contextlib

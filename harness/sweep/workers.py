@@ -1,19 +1,18 @@
 """Worker processes on this machine, or this process, running a sweep's jobs.
 
-Each job (one model, see :mod:`harness.sweep.job`) runs in a fresh worker process
-forked from a server that has imported torch, ExecuTorch and the harness once
-(:mod:`harness.sweep.fork_server`), so a crash, a kill or a limit ends one worker, not
-the sweep. The worker reports each measurement as it starts and each record as it is made;
-when a worker ends without finishing its job, :class:`JobTracker` fails the measurement it
-was in (naming the signal or the limit, and where native code crashed as Python's
-faulthandler saw it) and hands the strategies left to a new worker. A crash while the model
-itself was being built fails every strategy left, since each would build it again. Only the
-sweep writes records, so lines never interleave.
+Each job (one model, :mod:`harness.sweep.job`) runs in a fresh worker forked from a server
+that has imported torch, ExecuTorch and the harness once (:mod:`harness.sweep.fork_server`), so
+a crash, a kill or a limit ends one worker, not the sweep. A worker reports each measurement as
+it starts and each record as it is made; when one ends before its job, :class:`JobTracker`
+fails the measurement it was in (naming the signal or the limit, and where native code crashed
+as faulthandler saw it) and hands the strategies left to a new worker. A crash while building
+the model fails every strategy left, since each would build it again. Only the sweep writes
+records, so lines never interleave.
 
 Local workers take turns: ``count`` of them build and measure at once, and one more starts
 early and reads its model's shared stages from the disk caches (a lowering prefix: no
-computing) while they do, so a warm sweep does not wait for each model's load in turn.
-None starts early where the target runs programs: a load beside a timed run would disturb it.
+computing) meanwhile, so a warm sweep does not wait for each model's load in turn. None starts
+early where the target runs programs: a load beside a timed run would disturb it.
 """
 
 import contextlib

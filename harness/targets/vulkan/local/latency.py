@@ -1,36 +1,33 @@
 """Per-inference latency and load time of a program run, from the runtime's own events.
 
-An ExecuTorch runtime built with the event tracer (an ``executor_runner`` built with
+An ExecuTorch runtime built with the event tracer (``executor_runner`` with
 ``-DEXECUTORCH_ENABLE_EVENT_TRACER=ON``, the pybindings with ``enable_etdump``) writes an
-ETDump holding its own times: ``Method::init`` once (loading the method; for ET-VK that is
-building the compute graph, its shader pipelines and prepacking the weights) and, for every
-execution, ``Method::execute`` (one whole inference as its caller waits for it) with ET-VK's
-parts inside it, ``ETVK_COPY_INPUTS`` (the caller's inputs into staging memory),
+ETDump of its own times: ``Method::init`` once (loading the method; for ET-VK, building the
+compute graph and its shader pipelines and prepacking the weights) and, per execution,
+``Method::execute`` (one whole inference as its caller waits for it) with ET-VK's parts inside
+it: ``ETVK_COPY_INPUTS`` (the caller's inputs into staging memory),
 ``ETVK_COMPUTE_GRAPH_EXECUTE`` (submitting the graph's GPU work and waiting for it) and
 ``ETVK_COPY_OUTPUTS``.
 
-Between the graph's end and the outputs' copy, ET-VK reads the GPU timestamp of every dispatch
-and logs each as an event: work of the event tracer alone, about a microsecond per dispatch,
-that a runtime without it does not do. It is also what moves between runner processes (0.33
-to 0.79 ms of a 5.2 ms mobilevit_xs inference on an H100, as the tracer's buffer grows), so
-the latency is ``Method::execute`` less it, per execution; both parts are kept in the record
-(``method_execute_ms``, ``event_tracer_ms``).
+Between the graph's end and the outputs' copy, ET-VK reads every dispatch's GPU timestamp and
+logs it: the event tracer's own work (about a microsecond per dispatch), and what moves between
+runner processes (0.33 to 0.79 ms of a 5.2 ms mobilevit_xs inference on an H100, as the
+tracer's buffer grows). So the latency is ``Method::execute`` less it, per execution; the
+record keeps both (``method_execute_ms``, ``event_tracer_ms``).
 
-One runner process makes ``warmup + iterations`` executions, and its ETDump holds all of
-them: ``executor_runner`` keeps one event tracer for the process and writes it once, after
-the last execution. A program runs in a few such processes (``--processes``, default 3):
-now and then one runs a few per cent slow throughout, so a record holds the fastest
-process's figures. The first execution of a process can be far slower than the next
-ones (bfs-downstream's ETDump kept in ``tests/data/etvk``, lavapipe: 44.3 ms, then 20.4 and
-21.4 ms; a tiny XNNPACK program through the pip pybindings here: 0.163 ms, then 0.006,
-0.003, 0.003), so the warm-up is the first ``warmup`` executions of the same process, left out:
-only the last ``iterations`` events are timed. No separate warm-up process is started.
-``Method::init`` is that process's load, with the driver's pipeline cache in whatever state
-earlier runs left it.
+A runner process makes ``warmup + iterations`` executions into one ETDump (``executor_runner``
+writes its one event tracer after the last). A program runs in ``--processes`` of them
+(default 3) and a record holds the fastest one's figures: now and then a process runs a few
+per cent slow throughout. A process's first execution can be far slower than the next
+(bfs-downstream's ETDump in ``tests/data/etvk``, lavapipe: 44.3 ms, then 20.4 and 21.4 ms; a
+tiny XNNPACK program through the pip pybindings here: 0.163 ms, then 0.006, 0.003, 0.003), so
+the first ``warmup`` executions of each process are the warm-up, left out; no separate warm-up
+process is started. ``Method::init`` is that process's load, with the driver's pipeline cache
+in whatever state earlier runs left it.
 
-Where no ETDump was written (a runner built without the event tracer) the latency is the
-wall-clock one measured from outside the runtime (``remote.time_runner``, or the pybindings
-worker's clock), and a record says which of the two its latency is (``latency_source``).
+Where no ETDump was written (a runner without the event tracer) the latency is the wall-clock
+one timed from outside the runtime (``remote.time_runner``, or the pybindings worker's clock);
+``latency_source`` says which.
 """
 
 import statistics

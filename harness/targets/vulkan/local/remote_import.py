@@ -1,17 +1,16 @@
 """Records of programs run on another machine by ``harness/targets/vulkan/remote/remote_runner.py``
 or by ``remote_runner.sh`` (``run.sh`` of a bundle, for a device without Python).
 
-The programs were made here by ``run --target vulkan-run`` (records, .pte, node maps,
-inputs); the other machine ran them and sent back ETDumps, outputs and ``remote.json``: in a tar
+``run --target vulkan-run`` made the programs here (records, .pte, node maps, inputs); the
+other machine ran them and sent back ETDumps, outputs and ``remote.json``, in a tar
 (remote_runner.py) or a directory (run.sh). Each ok vulkan-run record becomes a record of that
-machine: its latency (from its ETDump's events, as vulkan-run reads them, else wall-clock
-timings) and peak memory, GPU time attributed by node from its ETDump, its Vulkan device (with
-its limits) and runner in the environment (so the identity differs from the local record's).
-The outputs of a program run there with its own weights came back too and are held to eager
-PyTorch's, which vulkan-run kept beside the program (``max_abs_error``; beyond the tolerance the
-record fails, as vulkan-run's does). A program sent weightless computed on random weights there:
-its ``max_abs_error`` is None and ``run_note`` says why, as it says what the other machine could
-not measure (run.sh without a ``time -v``: peak memory).
+machine: its latency (from its ETDumps' events, as vulkan-run reads them, else wall-clock
+timings), peak memory and GPU time by node, with its Vulkan device, limits and runner in the
+environment (so its identity is not the local record's). Outputs of a program run there with
+its own weights are held to eager PyTorch's kept beside the program (``max_abs_error``; beyond
+the tolerance the record fails, as vulkan-run's does); a program sent weightless computed on
+random weights: its ``max_abs_error`` is None and ``run_note`` says why, as it says what the
+other machine could not measure (run.sh without a ``time -v``: peak memory).
 """
 
 import contextlib
