@@ -234,16 +234,15 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
             for record in local:
                 source = ResultsDir(results).program(record["model"], record["strategy"])
                 target = ResultsDir(staging).program(record["model"], record["strategy"])
-                node_map, eager = (ResultsDir.beside(source, kind) for kind in ("node_map", "eager_outputs"))
-                for needed in (source, node_map):
+                for needed in (source, ResultsDir.beside(source, "node_map")):
                     if not needed.is_file():
                         raise UsageError(f"{needed} is missing: import into the results directory the archive's "
                                          "programs were packed from, as it was then")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _place(source, target, copy_programs)
-                _place(node_map, ResultsDir.beside(target, "node_map"), copy_programs)
-                if eager.is_file():
-                    _place(eager, ResultsDir.beside(target, "eager_outputs"), copy_programs)
+                for kind in ("node_map", "eager_outputs"):  # eager's outputs where vulkan-run kept them
+                    if ResultsDir.beside(source, kind).is_file():
+                        _place(ResultsDir.beside(source, kind), ResultsDir.beside(target, kind), copy_programs)
             came_back.put(_promised(summary, [program_name(r) for r in local]), staging)
             store = RecordStore(staging)
             imported = [_remote_record(record, summary["programs"][program_name(record)], summary, staging)
