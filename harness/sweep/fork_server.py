@@ -1,14 +1,12 @@
 """The process local workers are forked from: it imports torch, ExecuTorch and the harness
 once, so a worker starts in milliseconds, not seconds.
 
-This module imports none of that itself, so the command line can start the server before
-its own heavy imports (:func:`start_early`): the two import at once on two cores, and the
-first worker does not wait for a second round of imports after the sweep is planned.
-Last, the server takes what it imported out of the garbage collector's way
-(:mod:`harness.sweep.freeze_heap`).
-
-A command that a warm server runs (:mod:`harness.warm`) has those imports already: its
-workers fork from the command's own process (:func:`fork_from_here`), with no server.
+This module imports none of that itself, so the command line can start the server before its
+own heavy imports (:func:`start_early`): the two import at once on two cores, and the first
+worker does not wait for a second round of imports after the sweep is planned. Last, the
+server takes what it imported out of the garbage collector's way (:mod:`.freeze_heap`). A
+command that a warm server runs (:mod:`harness.warm`) has those imports already: its workers
+fork from the command's own process (:func:`fork_from_here`), with no server.
 """
 
 import importlib
