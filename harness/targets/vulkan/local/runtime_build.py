@@ -141,9 +141,10 @@ def _progress():
         yield step
 
 
-def _first_error(log: Path, marker: re.Pattern) -> str:
-    found = (line.strip()[:300] for line in log.read_text(errors="replace").splitlines() if marker.search(line))
-    return next(found, "no error line found")
+def _build_error(what: str, log: Path, marker: str) -> RuntimeBuildError:
+    """``what`` failed: the first line of ``log`` that ``marker`` finds, and where the whole log is."""
+    found = (line.strip()[:300] for line in log.read_text(errors="replace").splitlines() if re.search(marker, line))
+    return RuntimeBuildError(f"{what}: {next(found, 'no error line found')}; the whole log is {log}")
 
 
 def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_path: str) -> None:
@@ -155,8 +156,7 @@ def _configure(source: Path, cmake_build: Path, flags: tuple[str, ...], glslc_pa
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=1800)
     if done.returncode != 0:
-        found = _first_error(log, re.compile(r"CMake Error|does not contain|not found"))
-        raise RuntimeBuildError(f"CMake could not configure ExecuTorch: {found}; the whole log is {log}")
+        raise _build_error("CMake could not configure ExecuTorch", log, r"CMake Error|does not contain|not found")
 
 
 def _compile(cmake_build: Path, jobs: int) -> None:
@@ -171,8 +171,7 @@ def _compile(cmake_build: Path, jobs: int) -> None:
                 step(int(counted.group(1)), int(counted.group(2)))
         ninja.wait()
     if ninja.returncode != 0:
-        found = _first_error(log, re.compile(r"error:|FAILED:"))
-        raise RuntimeBuildError(f"{RUNNER_NAME} did not compile: {found}; the whole log is {log}")
+        raise _build_error(f"{RUNNER_NAME} did not compile", log, r"error:|FAILED:")
 
 
 def build(source: str | None, extra_flags: list[str], rebuild: bool = False, jobs: int | None = None,
