@@ -78,28 +78,18 @@ class _Writer:
         path.parent.mkdir(parents=True, exist_ok=True)
         if earlier != name:
             os.link(self.out / earlier, path)
-            return
-        path.write_bytes(data)
-        path.chmod(mode)
+        else:
+            path.write_bytes(data)
+            path.chmod(mode)
 
     def close(self, finished: bool) -> None:
         """The tar closed; what was written removed where it was not ``finished``."""
         if self.tar is not None:
             self.tar.close()
-        if finished:
-            return
-        if self.tar is None:
+        if not finished and self.tar is None:
             shutil.rmtree(self.out)
-        else:
+        elif not finished:
             self.out.unlink()
-
-
-def _programs(results: Path) -> list[Path]:
-    programs = remote_runner.list_programs(results)
-    if not programs:
-        raise UsageError(f"no programs under {Path(results) / 'programs'}: run --target vulkan-run into "
-                         f"{results} first")
-    return programs
 
 
 def _places(manifest: list[dict]) -> list[dict]:
@@ -125,17 +115,15 @@ def cut(stripped: bytes, places: list[dict]) -> tuple[bytes, str]:
     return b"".join(pieces), "".join(lines)
 
 
-def _as_is(program: bytes) -> tuple[bytes, list[dict]]:
-    """``program`` as it is, with no region to refill: its outputs are eager PyTorch's."""
-    return program, []
-
-
 def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None, weights: bool = False) -> int:
     """Each program of ``results`` stripped (unless ``weights``) and handed to ``add_program`` with
     its name, its inputs added beside it, then ``add_rest``; nothing is left at ``out`` where that fails."""
-    programs = _programs(results)
+    programs = remote_runner.list_programs(results)
+    if not programs:
+        raise UsageError(f"no programs under {results / 'programs'}: run --target vulkan-run into {results} first")
     writer, finished = _Writer(out), False
-    prepare = _as_is if weights else weightless.strip
+    # with its weights, a program is sent as it is, no region to refill: its outputs are eager PyTorch's
+    prepare = (lambda program: (program, [])) if weights else weightless.strip
     try:
         for program in programs:
             name = str(program.relative_to(results))

@@ -1,23 +1,19 @@
-"""Running an ``executor_runner``, here and on machines without ExecuTorch's Python package.
-
-vulkan-run runs its runner with :func:`run_timed`. The same code runs as a script
-(Python's standard library only) on a machine that has a runner and a GPU but no
-ExecuTorch, e.g. a GPU box reached through a job system::
+"""Running an ``executor_runner``: here (vulkan-run, :func:`run_timed`), and as a script with
+Python's standard library only on a machine that has a runner and a GPU but no ExecuTorch, e.g.
+a GPU box reached through a job system::
 
     python3 harness/targets/vulkan/remote/remote_runner.py RESULTS RUNNER OUT.tar.gz [--warmup 1] [--iterations 20] [--processes 3]
 
-It runs every program under ``RESULTS/programs/`` (as ``run --target vulkan-run`` left
-them: each .pte with its inputs, ``.inputs/input-N.bin``; a program sent without its
-weights, :mod:`harness.targets.vulkan.remote.weightless`, has them filled again first) in ``--processes`` runner
-processes of ``warmup + iterations`` executions each, and writes one tar: each program's
-ETDumps at their place under ``programs/`` (:func:`etdump_paths`), the outputs of a program run
-with its own weights (:func:`output_paths`; import-remote holds them to eager PyTorch's) and
-``remote.json`` (peak memory, the Vulkan device and its limits, the machine, and wall-clock
-latencies where the runner wrote no ETDump; ``--repeats`` is for those only).
-``layoutbench import-remote`` turns it into records beside the ones of this machine,
-reading the latencies from the ETDumps' events there (``harness.targets.vulkan.local.latency``).
-``remote_runner.sh`` does the same in POSIX sh, for a device with no Python
-(``layoutbench pack --bundle``).
+It runs every program under ``RESULTS/programs/`` as ``run --target vulkan-run`` left them (each
+.pte with its inputs, ``.inputs/input-N.bin``; one sent without its weights,
+:mod:`harness.targets.vulkan.remote.weightless`, has them filled again first) in ``--processes``
+runner processes of ``warmup + iterations`` executions each, and writes one tar: each program's
+ETDumps (:func:`etdump_paths`), the outputs of a program run with its own weights
+(:func:`output_paths`; import-remote holds them to eager PyTorch's) and ``remote.json`` (peak
+memory, the Vulkan device and its limits, the machine, and wall-clock latencies where the runner
+wrote no ETDump; ``--repeats`` is for those only). ``layoutbench import-remote`` turns it into
+records, reading the latencies from the ETDumps' events (``harness.targets.vulkan.local.latency``).
+``remote_runner.sh`` does the same in POSIX sh, for a device with no Python (``layoutbench pack --bundle``).
 """
 
 import argparse
@@ -45,26 +41,24 @@ RUNNER_ETDUMP = "model.etdump"  # where executor_runner writes its ETDump: its w
 
 
 def run_child(command: list[str], cwd: Path, label: str, failure: type = RuntimeError) -> tuple[float, int]:
-    """Run one child process; returns (wall seconds, its peak RSS in bytes). A non-zero
-    exit raises ``failure`` with the last line the child wrote to stderr."""
+    """Run one child process: (wall seconds, its peak RSS in bytes); a non-zero exit raises
+    ``failure`` with the last line the child wrote to stderr."""
     start = time.perf_counter()
     with open(cwd / "stderr.txt", "wb") as stderr:
         child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    lines = [line for line in (cwd / "stderr.txt").read_text(errors="replace").splitlines() if line.strip()]
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        last = lines[-1].strip() if lines else "no message"
-        raise failure(f"{label} exited with {code}: {last}")
+        lines = [line.strip() for line in (cwd / "stderr.txt").read_text(errors="replace").splitlines() if line.strip()]
+        raise failure(f"{label} exited with {code}: {(lines or ['no message'])[-1]}")
     return wall, usage.ru_maxrss * 1024
 
 
 def runner_command(runner: Path, pte: Path, input_files: list[str], count: int, workdir: Path) -> list[str]:
-    """executor_runner's flags for ``count`` inferences; every path absolute, since the
-    runner starts in ``workdir``. No ``--etdump_path``: a runner built without the event
-    tracer has no such flag and exits on it; one built with it writes :data:`RUNNER_ETDUMP`
-    in ``workdir`` by default."""
+    """executor_runner's flags for ``count`` inferences; every path absolute, since the runner
+    starts in ``workdir``. No ``--etdump_path``: a runner built without the event tracer has no such
+    flag and exits on it; one built with it writes :data:`RUNNER_ETDUMP` in ``workdir`` by default."""
     return [
         str(runner), f"--model_path={Path(pte).resolve()}", f"--inputs={','.join(input_files)}",
         f"--num_executions={count}", f"--output_file={workdir / 'output'}", "--print_output=none",
@@ -73,11 +67,10 @@ def runner_command(runner: Path, pte: Path, input_files: list[str], count: int, 
 
 def time_runner(execute, warmup: int, iterations: int, repeats: int,
                 failure: type = RuntimeError) -> tuple[list[float], int]:
-    """(per-inference latencies in ms, one per repeat; peak RSS) of a runner that writes no
-    ETDump (built without the event tracer): one inference = (wall(N + 1 executions) -
-    wall(1)) / N, so loading and set-up cancel out. ``execute(count)`` returns (wall
-    seconds, peak RSS). A repeat where N inferences took no longer than one is start-up
-    noise, not a time: it is left out, and ``failure`` is raised when every repeat was."""
+    """(per-inference latencies in ms, one per repeat; peak RSS) of a runner that writes no ETDump
+    (built without the event tracer): one inference = (wall(N + 1 executions) - wall(1)) / N, so
+    loading and set-up cancel out. ``execute(count)`` returns (wall seconds, peak RSS). A repeat
+    where N inferences took no longer than one is start-up noise, left out (:func:`wall_clock_latencies`)."""
     peak = 0
     for _ in range(warmup):
         peak = max(peak, execute(1)[1])
@@ -103,9 +96,8 @@ def wall_clock_latencies(walls: list[tuple[float, float]], iterations: int,
 
 
 def etdump_paths(program: Path, processes: int) -> list[Path]:
-    """Where the ETDumps of a program run in ``processes`` runner processes are kept, beside
-    it: ``<strategy>.etdump`` (the first process's, which profile and costs read), then
-    ``<strategy>.2.etdump`` ..."""
+    """Where the ETDumps of a program run in ``processes`` runner processes are kept, beside it:
+    ``<strategy>.etdump`` (the first process's, which profile and costs read), ``<strategy>.2.etdump`` ..."""
     first = Path(program).with_suffix(".etdump")
     return [first, *(first.with_name(f"{first.stem}.{index}.etdump") for index in range(2, processes + 1))]
 
@@ -116,9 +108,8 @@ MOST_OUTPUTS = 4096  # more than any program returns: what an archive may promis
 
 def output_paths(program: Path, count: int) -> list[Path]:
     """Where the ``count`` tensor outputs of a program's last execution are kept, beside it:
-    ``<strategy>.outputs/output-N.bin``, each tensor's raw bytes, numbered in order from 0 (the
-    runner numbers them by their place among all outputs, skipping those that are not tensors, as
-    eager's tensors are compared)."""
+    ``<strategy>.outputs/output-N.bin``, each tensor's raw bytes, numbered from 0 by their place
+    among the outputs that are tensors (as the runner numbers them and eager's are compared)."""
     return [Path(program).with_suffix(OUTPUTS_SUFFIX) / f"output-{index}.bin" for index in range(count)]
 
 
@@ -134,14 +125,13 @@ def written_outputs(workdir: Path) -> list[Path]:
 
 def run_timed(execute, workdir: Path, warmup: int, iterations: int, repeats: int, processes: int = 1,
               failure: type = RuntimeError) -> tuple[list[float] | None, int, list[Path]]:
-    """Run a program in ``processes`` runner processes of ``warmup + iterations`` executions
-    each (``execute(count)`` returns its wall seconds and peak RSS). A runner built with the
-    event tracer leaves an ETDump in ``workdir`` timing every execution itself (read where
-    ExecuTorch is installed: ``harness.targets.vulkan.local.latency``, which leaves the warm-up's out
-    and takes the fastest process: one now and then runs a few per cent slow throughout); then
-    no wall-clock latencies are returned (None). A runner without one is
-    timed from outside, :func:`time_runner`, the first process having been its warm-up.
-    Returns (wall-clock latencies in ms or None, peak RSS, the ETDumps in ``workdir``)."""
+    """Run a program in ``processes`` runner processes of ``warmup + iterations`` executions each
+    (``execute(count)`` returns its wall seconds and peak RSS). A runner built with the event tracer
+    leaves an ETDump in ``workdir`` timing every execution itself (read where ExecuTorch is installed,
+    ``harness.targets.vulkan.local.latency``, which leaves the warm-up's out and takes the fastest
+    process: one now and then runs a few per cent slow throughout); one without is timed from outside
+    (:func:`time_runner`, the first process its warm-up). Returns (wall-clock latencies in ms, None
+    where there are ETDumps; peak RSS; the ETDumps in ``workdir``)."""
     etdump = workdir / RUNNER_ETDUMP
     etdumps: list[Path] = []
     peak = 0
