@@ -1,20 +1,18 @@
 """The Arm backend's TOSA flow, and what every Arm flow shares.
 
-On Arm the layout problem is NCHW vs NHWC: ExecuTorch 1.5.1's Arm backend wraps
-convolutions, pooling and upsampling in explicit permutes and cancels what it can; the
-Arm analogue of a transition is a TRANSPOSE that survives in the TOSA graph. That
-backend has no pluggable layout pass, so Arm records carry no strategy (``targets.py``
-registers the four targets on the flows of this module, :mod:`~harness.targets.arm.ethos_u`
-and :mod:`~harness.targets.arm.vgf`).
+On Arm the layout problem is NCHW vs NHWC: ExecuTorch 1.5.1's Arm backend wraps convolutions,
+pooling and upsampling in explicit permutes and cancels what it can; the Arm analogue of a
+transition is a TRANSPOSE that survives in the TOSA graph. That backend has no pluggable layout
+pass, so Arm records carry no strategy (``targets.py`` registers the four targets on the flows of
+this module, :mod:`~harness.targets.arm.ethos_u` and :mod:`~harness.targets.arm.vgf`).
 
-``tosa``: ``TosaCompileSpec("TOSA-1.0+FP")`` + ``TOSAPartitioner``; TOSA operator and
-TRANSPOSE counts and the bytes the transposes write; a single-partition model is also run
-by ``tosa_reference_model`` and compared with eager PyTorch. Every Arm flow counts the
-TRANSPOSEs of the TOSA graphs it compiled (:func:`tosa_statistics`), captured where the
-backend hands them to the next tool.
+``tosa``: ``TosaCompileSpec("TOSA-1.0+FP")`` + ``TOSAPartitioner``; TOSA operator and TRANSPOSE
+counts and the bytes the transposes write; a single-partition model is also run by
+``tosa_reference_model`` and compared with eager PyTorch. Every Arm flow counts the TRANSPOSEs of
+the TOSA graphs it compiled (:func:`tosa_statistics`), captured where the backend hands them on.
 
-The Arm packages (ExecuTorch's Arm backend, tosa-tools, Vela) are imported inside the
-functions, so the rest of the harness works where they are not installed.
+The Arm packages (ExecuTorch's Arm backend, tosa-tools, Vela) are imported inside the functions,
+so the rest of the harness works where they are not installed.
 """
 
 import copy
@@ -73,17 +71,13 @@ def with_whole_model_run(fields: dict, payloads: list[bytes], run) -> dict:
     return {**fields, "run_note": "not run: the model is not one partition without CPU ops"}
 
 
-def _names(enum_class) -> dict[int, str]:
-    return {value: name for name, value in vars(enum_class).items() if not name.startswith("_")}
-
-
 def tosa_statistics(flatbuffers: list[bytes]) -> dict:
     """Operators, TRANSPOSEs and the bytes the TRANSPOSEs write, over TOSA flatbuffers."""
     from tosa.DType import DType
     from tosa.Op import Op
     from tosa.TosaGraph import TosaGraph
 
-    op_names, dtype_names = _names(Op), _names(DType)
+    dtype_names = {value: name for name, value in vars(DType).items() if not name.startswith("_")}
     operators = transposes = transpose_bytes = 0
     for flatbuffer in flatbuffers:
         graph = TosaGraph.GetRootAs(flatbuffer, 0)
@@ -92,7 +86,7 @@ def tosa_statistics(flatbuffers: list[bytes]) -> dict:
                 tensors = {block.Tensors(t).Name(): block.Tensors(t) for t in range(block.TensorsLength())}
                 for op in (block.Operators(o) for o in range(block.OperatorsLength())):
                     operators += 1
-                    if op_names[op.Op()] != "TRANSPOSE":
+                    if op.Op() != Op.TRANSPOSE:
                         continue
                     transposes += 1
                     output = tensors[op.Outputs(0)]

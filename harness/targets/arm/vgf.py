@@ -14,16 +14,9 @@ from unittest.mock import patch
 
 import numpy as np
 
-from harness.targets.arm.tosa import (
-    TOSA_FP,
-    ArmToolError,
-    compare_with_eager,
-    lowering_fields,
-    model_eager_outputs,
-    numpy_inputs,
-    require_arm_packages,
-    with_whole_model_run,
-)
+from harness.targets.arm import tosa
+from harness.targets.arm.tosa import ArmToolError
+from harness.targets.arm.vgf_host import last_line, tools
 from harness.targets.edge_programs import delegate_payloads
 
 
@@ -45,13 +38,9 @@ def lower_vgf(exported, model_converter: Path):
     with (patch.object(backend, "vgf_compile", compile_keeping_tosa),
           patch.object(backend, "require_model_converter_executable", lambda: model_converter)):
         edge_manager = to_edge_transform_and_lower(
-            copy.deepcopy(exported), partitioner=[VgfPartitioner(VgfCompileSpec(TOSA_FP))]
+            copy.deepcopy(exported), partitioner=[VgfPartitioner(VgfCompileSpec(tosa.TOSA_FP))]
         )
     return edge_manager, delegate_payloads(edge_manager), flatbuffers
-
-
-def _last_line(text: str) -> str:
-    return (text.strip().splitlines() or ["no output"])[-1]
 
 
 def _scenario(vgf: Path, template: dict, inputs: list[Path], outputs: list[Path]) -> dict:
@@ -78,12 +67,11 @@ def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
     template = subprocess.run([str(vgf_tools.vgf_dump), "-i", str(vgf), "--scenario-template"],
                               capture_output=True, text=True, timeout=300)
     if template.returncode != 0:
-        raise ArmToolError(f"vgf_dump failed: {_last_line(template.stderr)}")
-    inputs = []
-    for index, array in enumerate(numpy_inputs(exported)):
-        inputs.append(workdir / f"input_{index}.npy")
-        np.save(inputs[-1], array)
-    outputs = [workdir / f"output_{i}.npy" for i in range(len(model_eager_outputs(exported)))]
+        raise ArmToolError(f"vgf_dump failed: {last_line(template.stderr)}")
+    inputs = [workdir / f"input_{index}.npy" for index in range(len(exported.example_inputs[0]))]
+    for path, array in zip(inputs, tosa.numpy_inputs(exported)):
+        np.save(path, array)
+    outputs = [workdir / f"output_{i}.npy" for i in range(len(tosa.model_eager_outputs(exported)))]
     scenario = workdir / "scenario.json"
     scenario.write_text(json.dumps(_scenario(vgf, json.loads(template.stdout), inputs, outputs)))
     profile = workdir / "profile.json"
@@ -96,10 +84,10 @@ def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
     )
     wall = time.perf_counter() - start
     if done.returncode != 0:
-        raise ArmToolError(f"scenario-runner failed: {_last_line(done.stderr + done.stdout)}")
+        raise ArmToolError(f"scenario-runner failed: {last_line(done.stderr + done.stdout)}")
     timestamps = json.loads(profile.read_text()).get("Timestamps", [])
     inference = sum(t["Time for command [ms]"] for t in timestamps) / 1000
-    error, limit, top1 = compare_with_eager([np.load(p) for p in outputs], exported)
+    error, limit, top1 = tosa.compare_with_eager([np.load(p) for p in outputs], exported)
     return {"setup_seconds": wall - inference, "latency_ms_median": inference * 1000, "iterations": 1,
             "max_abs_error": error, "error_tolerance": limit, "top1_match": top1}
 
@@ -107,13 +95,11 @@ def run_vgf(payload: bytes, exported, vgf_tools, workdir: Path) -> dict:
 def measure_vgf(exported, driver: Path) -> dict:
     """The VGF flow's fields for ``exported``, its program run on the Vulkan driver whose ICD
     file is ``driver``."""
-    require_arm_packages()
-    from harness.targets.arm.vgf_host import tools
-
+    tosa.require_arm_packages()
     vgf_tools = tools(driver)
     start = time.perf_counter()
     edge_manager, payloads, flatbuffers = lower_vgf(exported, vgf_tools.model_converter)
-    fields = lowering_fields(start, edge_manager, len(payloads), flatbuffers)
+    fields = tosa.lowering_fields(start, edge_manager, len(payloads), flatbuffers)
     with tempfile.TemporaryDirectory() as workdir:
-        return with_whole_model_run(fields, payloads, lambda payload: run_vgf(payload, exported, vgf_tools,
-                                                                               Path(workdir)))
+        return tosa.with_whole_model_run(fields, payloads, lambda payload: run_vgf(payload, exported, vgf_tools,
+                                                                                    Path(workdir)))

@@ -31,7 +31,7 @@ MIN_GLIBC = (2, 38)
 MIN_VULKAN_LOADER = (1, 4)
 LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 EMULATION_LAYERS = "VK_LAYER_ML_Graph_Emulation:VK_LAYER_ML_Tensor_Emulation"
-# (python package the wheel installs, binary inside it)
+# (python package the wheel installs, binary inside it), in VgfTools' order
 BINARIES = {
     "model-converter": ("model_converter", "binaries/bin/model-converter"),
     "scenario-runner": ("scenario_runner", "binaries/bin/scenario-runner"),
@@ -62,11 +62,6 @@ def _package_dir(package: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def _binary(name: str) -> Path:
-    package, relative = BINARIES[name]
-    return _package_dir(package) / relative
-
-
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
 
@@ -83,31 +78,19 @@ def needs_private_runtime() -> bool:
     return glibc < MIN_GLIBC or _system_loader_version() < MIN_VULKAN_LOADER
 
 
-def _fetch_trixie_runtime() -> None:
-    """Download and unpack Debian trixie's C/C++ runtime and Vulkan loader."""
-    debian_trixie.fetch(("libvulkan1",), "the VGF tools (glibc >= 2.38, Vulkan loader >= 1.4)", VgfHostError)
-    # scenario-runner dlopens the unversioned name.
-    libraries = debian_trixie.library_dir()
-    (libraries / "libvulkan.so").unlink(missing_ok=True)
-    (libraries / "libvulkan.so").symlink_to("libvulkan.so.1")
-
-
 def _library_path(private: bool) -> list[str]:
     emulation = _package_dir(EMULATION_PACKAGE) / "deploy" / "lib"
     own = [str(debian_trixie.library_dir())] if private else []
     return [*own, str(emulation), *SYSTEM_LIBRARIES]
 
 
-def _wrapper_dir() -> Path:
-    """Wrappers name this environment's wheel binaries, so each Python environment (the
-    project's .venv, an asv environment) has its own; the fetched runtime is shared."""
-    return Path(sys.prefix) / "layoutbench-vgf-bin"
-
-
 def _write_wrapper(name: str, private: bool) -> Path:
-    wrapper = _wrapper_dir() / name
+    # a wrapper names this environment's wheel binary, so each Python environment (the project's
+    # .venv, an asv environment) has its own; the fetched runtime is shared
+    wrapper = Path(sys.prefix) / "layoutbench-vgf-bin" / name
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    binary = _binary(name)
+    package, relative = BINARIES[name]
+    binary = _package_dir(package) / relative
     if private:
         start = debian_trixie.start_command(binary, _library_path(True))
     else:
@@ -122,31 +105,24 @@ def icd(named: str | None) -> Path:
     return Path(named or LAVAPIPE_ICD)
 
 
-def _environment(driver: Path) -> dict:
-    layers = _package_dir(EMULATION_PACKAGE) / "deploy" / "share" / "vulkan" / "explicit_layer.d"
-    return {
-        "VK_INSTANCE_LAYERS": EMULATION_LAYERS,
-        "VK_ADD_LAYER_PATH": str(layers),
-        "VK_DRIVER_FILES": str(driver),
-        "VK_ICD_FILENAMES": str(driver),
-    }
-
-
-def _smoke_test(wrapper: Path) -> None:
-    done = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise VgfHostError(f"{wrapper.name} does not start on this host: {last}")
+def last_line(text: str) -> str:
+    """The last line a tool wrote, for a one-line error."""
+    return (text.strip().splitlines() or ["no output"])[-1]
 
 
 def prepare(driver: Path) -> VgfTools:
-    """Make the tools runnable here (fetching a runtime if the host needs one) and check
-    that each starts; idempotent."""
+    """Make the tools runnable here (fetching Debian trixie's C/C++ runtime and Vulkan loader if
+    the host needs them) and check that each starts; idempotent."""
     if needs_private_runtime() and not debian_trixie.loader().exists():
-        _fetch_trixie_runtime()
+        debian_trixie.fetch(("libvulkan1",), "the VGF tools (glibc >= 2.38, Vulkan loader >= 1.4)", VgfHostError)
+        unversioned = debian_trixie.library_dir() / "libvulkan.so"  # which scenario-runner dlopens
+        unversioned.unlink(missing_ok=True)
+        unversioned.symlink_to("libvulkan.so.1")
     prepared = tools(driver)
     for wrapper in (prepared.model_converter, prepared.scenario_runner, prepared.vgf_dump):
-        _smoke_test(wrapper)
+        done = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise VgfHostError(f"{wrapper.name} does not start on this host: {last_line(done.stderr)}")
     return prepared
 
 
@@ -162,9 +138,10 @@ def tools(driver: Path) -> VgfTools:
             "the VGF tools need glibc >= 2.38 and a Vulkan loader >= 1.4, which this host lacks; "
             "run make (python -m harness.targets.arm.vgf_host) to fetch them privately"
         )
-    wrappers = {name: _write_wrapper(name, private) for name in BINARIES}
-    return VgfTools(wrappers["model-converter"], wrappers["scenario-runner"], wrappers["vgf_dump"],
-                    _environment(driver))
+    layers = _package_dir(EMULATION_PACKAGE) / "deploy" / "share" / "vulkan" / "explicit_layer.d"
+    environment = {"VK_INSTANCE_LAYERS": EMULATION_LAYERS, "VK_ADD_LAYER_PATH": str(layers),
+                   "VK_DRIVER_FILES": str(driver), "VK_ICD_FILENAMES": str(driver)}
+    return VgfTools(*(_write_wrapper(name, private) for name in BINARIES), environment)
 
 
 def main() -> int:
