@@ -1,21 +1,19 @@
-"""Where layoutbench keeps what it can recompute (:func:`cache_root`, :func:`cache_folder`),
-and the lock file through which processes take turns at a cache entry or a results
-directory (:func:`file_lock`).
+"""Where layoutbench keeps what it can recompute (:func:`cache_root`, :func:`cache_folder`), and the
+lock through which processes take turns at a cache entry or a results directory (:func:`file_lock`).
 
-What the cache holds is run: prefixes are unpickled, the runtime and the tools it fetched are
-executed. So a folder of it that another user could write would let that user plant what
-runs as this one: :func:`cache_folder` refuses one, unless the user says the cache is shared
-on purpose (``LAYOUTBENCH_TRUST_SHARED_CACHE=1``). Checking who can write is a few ``lstat``
-calls per access, with nothing to set up; authenticating each entry with a key of the user's
-would cost a keyed digest of every entry read (hundreds of megabytes in a warm run) and
-would still leave the tools' folders, which hold programs, not entries, unguarded.
+What the cache holds is run (prefixes are unpickled, the fetched runtime and tools executed), so a
+folder of it that another user could write would let that user plant what runs as this one:
+:func:`cache_folder` refuses one unless the cache is shared on purpose (``LAYOUTBENCH_TRUST_SHARED_CACHE=1``).
+Checking who can write is a few ``lstat`` calls per access; authenticating each entry with a key of the
+user's would cost a keyed digest of every entry read (hundreds of megabytes in a warm run) and would
+still leave the tools' folders, which hold programs, not entries, unguarded.
 
-Which cache, and how far it is trusted and may grow, is the user's choice, made in the
-environment (:class:`CacheSettings`) and read, and checked, where a process starts: the
-command line, the asv suites, a worker (which gets its sweep's), each hands it to :func:`install`. It is one
-setting for the whole process, not a parameter, because every layer opens the cache through
-module-level objects (the export and prefix caches, the record cache, the runtime's folder).
-Where none was installed, each setting is what an environment without it means.
+Which cache, how far it is trusted and how large it may grow is the user's choice, made in the
+environment (:class:`CacheSettings`), read and checked where a process starts (the command line, the
+asv suites, a worker, which gets its sweep's) and handed to :func:`install`: one setting for the whole
+process, not a parameter, because every layer opens the cache through module-level objects (the export
+and prefix caches, the record cache, the runtime's folder). Where none was installed, each setting is
+what an environment without it means.
 """
 
 import contextlib
@@ -74,10 +72,9 @@ class CacheSettings:
 
     @classmethod
     def from_environment(cls, environment: Mapping[str, str]) -> "CacheSettings":
-        """The settings ``environment`` (a process's, handed in where it starts) names:
-        ``$LAYOUTBENCH_CACHE_DIR``, ``$LAYOUTBENCH_TRUST_SHARED_CACHE=1``, ``$LAYOUTBENCH_CACHE_MAX_SIZE``
-        (:func:`parse_max_size`: a :class:`UsageError` where it is no size, so a command stops
-        before it does anything)."""
+        """The settings ``environment`` (a process's, handed in where it starts) names: ``$LAYOUTBENCH_CACHE_DIR``,
+        ``$LAYOUTBENCH_TRUST_SHARED_CACHE=1``, ``$LAYOUTBENCH_CACHE_MAX_SIZE`` (:func:`parse_max_size`: a
+        :class:`UsageError` where it is no size, so a command stops before it does anything)."""
         root = environment.get(ROOT_ENV)
         return cls(Path(root) if root else None, environment.get(TRUST_SHARED_ENV) == "1",
                    parse_max_size(environment.get(MAX_SIZE_ENV)))
@@ -157,10 +154,10 @@ def write_whole(path: Path, content: bytes) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, wait: bool = True):
-    """An exclusive lock on ``path`` (created, with its folder, where missing) while in the
-    block, which gets the lock file open for reading and writing. Held by another process:
-    wait for it, or with ``wait=False`` raise :class:`BlockingIOError`. The kernel lets go
-    of it when its process ends, however it ends, so a killed holder blocks no one."""
+    """An exclusive lock on ``path`` (created, with its folder, where missing) while in the block,
+    which gets the lock file open for reading and writing. Held by another process: wait for it, or
+    with ``wait=False`` raise :class:`BlockingIOError`. The kernel lets go of it when its process
+    ends, however it ends, so a killed holder blocks no one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)

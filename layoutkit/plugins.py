@@ -23,37 +23,27 @@ from layoutkit.errors import UnknownNameError
 from layoutkit.source_loader import spec_from_file
 
 
-def file_module_name(path: Path) -> str:
-    """The module name a file is loaded under: unique per resolved path."""
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    return f"layoutbench_user_{path.stem}_{digest}"
-
-
-def _load_file(path: Path) -> ModuleType:
-    name = file_module_name(path)
+def load_module(location: str) -> ModuleType:
+    """Import ``package.module``, or load ``path/to/file.py`` under a module name of its own per
+    resolved path."""
+    if not location.endswith(".py"):
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())  # console scripts do not put it there themselves
+        return importlib.import_module(location)
+    path = Path(location).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {path}")
+    name = f"layoutbench_user_{path.stem}_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
     if name in sys.modules:
         return sys.modules[name]
     spec = spec_from_file(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
     return module
-
-
-def load_module(location: str) -> ModuleType:
-    """Import ``package.module`` or load ``path/to/file.py``."""
-    if location.endswith(".py"):
-        path = Path(location).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"no file {path}")
-        return _load_file(path)
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())  # console scripts do not put it there themselves
-    return importlib.import_module(location)
 
 
 def load_object(reference: str, kind: str, known: list[str]):
@@ -71,4 +61,3 @@ def load_object(reference: str, kind: str, known: list[str]):
 def entry_point_names(group: str) -> dict:
     """Entry points of ``group`` by name."""
     return {ep.name: ep for ep in entry_points(group=group)}
-

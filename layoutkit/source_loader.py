@@ -17,6 +17,7 @@ on its own and loaded as Python loads it.
 the finder first on ``sys.meta_path``.
 """
 
+import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -56,10 +57,6 @@ def files_digest(paths) -> str:
     return digest.hexdigest()[:16]
 
 
-def _pyc_header(source_hash: bytes) -> bytes:
-    return importlib.util.MAGIC_NUMBER + _CHECKED_HASH.to_bytes(4, "little") + source_hash
-
-
 class SourceHashLoader(importlib.machinery.SourceFileLoader):
     """A source file's loader that compiles what the file holds now: cached bytecode is used
     where it is a checked-hash .pyc of these bytes, and written as one otherwise."""
@@ -73,7 +70,7 @@ class SourceHashLoader(importlib.machinery.SourceFileLoader):
     def code_of(self, path: str, source: bytes):
         """The code object of ``source``, from ``path``'s cached bytecode where it was compiled
         from these bytes; else compiled, and cached as a checked-hash .pyc."""
-        header = _pyc_header(importlib.util.source_hash(source))
+        header = importlib.util.MAGIC_NUMBER + _CHECKED_HASH.to_bytes(4, "little") + importlib.util.source_hash(source)
         try:
             cached = importlib.util.cache_from_source(path)
         except NotImplementedError:  # an interpreter without a bytecode cache
@@ -84,10 +81,8 @@ class SourceHashLoader(importlib.machinery.SourceFileLoader):
             except OSError:
                 data = b""
             if data[:len(header)] == header:
-                try:
+                with contextlib.suppress(EOFError, ValueError, TypeError):  # a damaged .pyc: compiled again below
                     return marshal.loads(memoryview(data)[len(header):])
-                except (EOFError, ValueError, TypeError):  # a damaged .pyc: compiled again below
-                    pass
         code = self.source_to_code(source, path)
         if cached is not None and not sys.dont_write_bytecode:
             self.set_data(cached, header + marshal.dumps(code))  # written atomically; a read-only tree is skipped
@@ -129,7 +124,5 @@ def install() -> None:
         if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader and \
                 spec.origin and is_user_code(name, spec.origin):
             loader = SourceHashLoader(name, spec.origin)
-            try:
+            with contextlib.suppress(OSError, SyntaxError):  # a file removed or broken since: its next import says so
                 loader.code_of(spec.origin, loader.get_data(spec.origin))
-            except (OSError, SyntaxError):  # a file removed or broken since: its next import says so
-                pass
