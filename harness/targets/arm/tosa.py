@@ -117,19 +117,18 @@ def reference_run(flatbuffer: bytes, exported) -> dict:
     seconds = time.perf_counter() - start
     if status != tosa_reference_model.GraphStatus.TOSA_VALID:
         raise ArmToolError(f"the TOSA reference model rejected the graph ({status.name})")
-    error, limit, top1 = compare_with_eager(outputs, exported)
-    return {"latency_ms_median": seconds * 1000, "iterations": 1, "max_abs_error": error,
-            "error_tolerance": limit, "top1_match": top1}
+    return {"latency_ms_median": seconds * 1000, "iterations": 1, **compare_with_eager(outputs, exported)}
 
 
-def compare_with_eager(outputs: list, exported) -> tuple[float, float, bool | None]:
-    """Max abs error against eager PyTorch, its tolerance, and (for a classifier's logits)
+def compare_with_eager(outputs: list, exported) -> dict:
+    """The max abs error against eager PyTorch, its tolerance, and (for a classifier's logits)
     whether the top-1 class agrees."""
     reference = model_eager_outputs(exported)
     if len(outputs) != len(reference):
         raise ArmToolError(f"the program gave {len(outputs)} outputs, eager PyTorch {len(reference)}")
     produced = [torch.from_numpy(np.asarray(o)).reshape(r.shape) for o, r in zip(outputs, reference)]
-    return max_abs_error(produced, reference), tolerance(reference), top1_match(produced, reference)
+    return {"max_abs_error": max_abs_error(produced, reference), "error_tolerance": tolerance(reference),
+            "top1_match": top1_match(produced, reference)}
 
 
 def measure_tosa(exported) -> dict:
