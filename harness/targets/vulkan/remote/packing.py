@@ -141,9 +141,8 @@ def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None, 
 
 
 def pack(results: Path, out: Path, weights: bool = False) -> int:
-    """Every program under ``results/programs`` zeroed, with its manifest and inputs, into the tar
-    ``out`` (compressed as its suffix says), for ``remote_runner.py``; the number of programs.
-    With ``weights``, each as it is (no manifest): its outputs there are then held to eager's."""
+    """The tar ``out`` (compressed as its suffix says) of every program under ``results/programs``
+    for ``remote_runner.py``; the number of programs."""
     if Path(out).suffix not in TAR_MODES:
         raise UsageError(f"{out}: name a .tar, .tar.gz or .tar.xz (add --bundle for a directory)")
 
@@ -157,8 +156,7 @@ def pack(results: Path, out: Path, weights: bool = False) -> int:
 
 def pack_bundle(results: Path, out: Path, runner: Path | None = None, weights: bool = False) -> int:
     """The bundle of every program under ``results/programs`` for ``remote_runner.sh``: a directory
-    ``out``, or a tar where its suffix names one; the number of programs. With ``weights``, each
-    program's cut is the whole program (its .splices one line, nothing to fill)."""
+    ``out``, or a tar where its suffix names one; the number of programs."""
     results, listing, types = Path(results), [], set()
 
     def add_program(writer: _Writer, name: str, program: bytes, manifest: list[dict]) -> None:

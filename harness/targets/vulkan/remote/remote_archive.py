@@ -4,10 +4,10 @@ wrote or the directory ``run.sh`` filled (``import-remote``'s ARCHIVE).
 Its ``remote.json`` must have the shape those two write (:func:`shape_problem`), and its ETDumps
 and outputs are taken only where it promises them: each run's ``processes`` ETDumps and
 ``outputs`` outputs, at the places :func:`~harness.targets.vulkan.remote.remote_runner.etdump_paths`
-and ``output_paths`` name. A tar's members are checked
-with the standard library's extraction filter (``tarfile.data_filter``: no absolute path, no
-``..``, no link out of the destination) before anything is extracted, and read whole first, so
-a truncated archive is refused before it is used. What is wrong is one :class:`UsageError`.
+and ``output_paths`` name. A tar's members are checked with the standard library's extraction
+filter (``tarfile.data_filter``: no absolute path, no ``..``, no link out of the destination)
+before anything is extracted, and read whole first, so a truncated archive is refused before it
+is used. What is wrong is one :class:`UsageError`.
 """
 
 import contextlib

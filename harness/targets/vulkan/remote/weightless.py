@@ -46,9 +46,8 @@ def refill(program: bytearray, manifest: list[dict]) -> None:
     """Fill each stripped region of ``program`` (in place) with pseudo-random values of its type."""
     blocks = random_blocks()
     for region in manifest:
-        block, start, size = blocks[region["dtype"]], region["offset"], region["size"]
-        whole, rest = divmod(size, BLOCK_BYTES)
-        program[start:start + size] = block * whole + block[:rest]
+        start, size = region["offset"], region["size"]
+        program[start:start + size] = (blocks[region["dtype"]] * (size // BLOCK_BYTES + 1))[:size]
 
 
 def _constant_types(program: bytes, plan: dict, segment_base: int) -> dict:
