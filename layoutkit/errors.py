@@ -23,8 +23,7 @@ class UnknownNameError(UsageError):
 
     def __init__(self, kind: str, name: str, known: list[str], hint: str = ""):
         self.name = name
-        listing = ", ".join(known)
-        super().__init__(f"unknown {kind} '{name}'; known: {listing}{hint}")
+        super().__init__(f"unknown {kind} '{name}'; known: {', '.join(known)}{hint}")
 
 
 class MeasurementError(LayoutbenchError):

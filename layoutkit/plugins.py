@@ -59,5 +59,4 @@ def load_object(reference: str, kind: str, known: list[str]):
 
 
 def entry_point_names(group: str) -> dict:
-    """Entry points of ``group`` by name."""
     return {ep.name: ep for ep in entry_points(group=group)}

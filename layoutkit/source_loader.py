@@ -37,9 +37,8 @@ def is_user_code(name: str, path: str) -> bool:
     """Whether the module ``name`` (from the file ``path``) is code whose content is a record's
     identity: our packages, and what is neither the standard library nor installed."""
     top = name.partition(".")[0]
-    if top in OWN_PACKAGES:
-        return True
-    return top not in sys.stdlib_module_names and not any(part in INSTALLED for part in Path(path).parts)
+    return top in OWN_PACKAGES or (top not in sys.stdlib_module_names
+                                   and not any(part in INSTALLED for part in Path(path).parts))
 
 
 def source_bytes(path) -> bytes:
