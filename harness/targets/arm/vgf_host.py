@@ -78,12 +78,6 @@ def needs_private_runtime() -> bool:
     return glibc < MIN_GLIBC or _system_loader_version() < MIN_VULKAN_LOADER
 
 
-def _library_path(private: bool) -> list[str]:
-    emulation = _package_dir(EMULATION_PACKAGE) / "deploy" / "lib"
-    own = [str(debian_trixie.library_dir())] if private else []
-    return [*own, str(emulation), *SYSTEM_LIBRARIES]
-
-
 def _write_wrapper(name: str, private: bool) -> Path:
     # a wrapper names this environment's wheel binary, so each Python environment (the project's
     # .venv, an asv environment) has its own; the fetched runtime is shared
@@ -91,10 +85,11 @@ def _write_wrapper(name: str, private: bool) -> Path:
     wrapper.parent.mkdir(parents=True, exist_ok=True)
     package, relative = BINARIES[name]
     binary = _package_dir(package) / relative
+    libraries = [str(_package_dir(EMULATION_PACKAGE) / "deploy" / "lib"), *SYSTEM_LIBRARIES]
     if private:
-        start = debian_trixie.start_command(binary, _library_path(True))
+        start = debian_trixie.start_command(binary, [str(debian_trixie.library_dir()), *libraries])
     else:
-        start = f'LD_LIBRARY_PATH="{":".join(_library_path(False))}" exec "{binary}" "$@"'
+        start = f'LD_LIBRARY_PATH="{":".join(libraries)}" exec "{binary}" "$@"'
     wrapper.write_text(f"#!/bin/sh\n# Written by harness/vgf_host.py.\n{start}\n")
     wrapper.chmod(0o755)
     return wrapper
