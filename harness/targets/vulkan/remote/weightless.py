@@ -9,11 +9,9 @@ runtime loads it. Zeros are not run as they are: a GPU may compress memory that 
 and read it faster. Other constants (int32 and int64 tensors: indices, shapes) travel as
 they are.
 
-``layoutbench pack`` (:mod:`harness.targets.vulkan.remote.packing`) writes the programs of a results
-directory that way; ``remote_runner.py`` refills every program that has a ``.weights.json``
-beside it, and ``remote_runner.sh`` splices the same blocks (:func:`random_blocks`) into a
-program of a bundle, byte for byte what :func:`refill` makes. :func:`refill` uses Python's
-standard library only, as ``remote_runner.py`` does.
+``layoutbench pack`` (:mod:`harness.targets.vulkan.remote.packing`) strips them; ``remote_runner.py``
+refills a program that has a ``.weights.json`` beside it (:func:`refill`: standard library only),
+``remote_runner.sh`` splices the same blocks (:func:`random_blocks`) in, byte for byte the same.
 """
 
 import json
