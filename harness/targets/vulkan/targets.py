@@ -12,6 +12,7 @@ from costmodel.table import CostTable
 from harness.errors import LimitsExceededError, TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
+from harness.targets.edge_programs import cpu_ops
 from harness.targets.base import MeasureContext, Target, register_target
 from harness.targets.vulkan.compile import metrics, validator
 from harness.targets.vulkan.compile.lowering import LoweredProgram, VulkanLowering
@@ -26,11 +27,10 @@ import strategies
 
 def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict,
                     table: CostTable | None) -> tuple[LoweredProgram, Cord]:
-    """Finish the lowering with one strategy, validate and serialize it, and count what it
-    made (transitions, memory, partitions, times) into ``fields``, with its predicted GPU time
-    and the device limits it breaks under ``table`` (where there is one, which a strategy that
-    prices its choices is constructed with); returns the lowered program and its .pte (not
-    joined into one buffer: ``pte_bytes`` needs only its length)."""
+    """Finish the lowering with one strategy, validate and serialize it, and count what it made
+    into ``fields``, with its predicted GPU time and broken device limits under ``table`` (where
+    there is one); returns the lowered program and its .pte (not joined into one buffer:
+    ``pte_bytes`` needs only its length)."""
     strategy_cls = strategies.get_strategy(strategy_name)
     lowered = lowering.lower(strategy_cls, table)
     validator.validate(lowered)
@@ -50,7 +50,7 @@ def lower_and_count(lowering: VulkanLowering, strategy_name: str, fields: dict,
         "transition_memory_bytes": memory.transition_bytes,
         "partitions": len(lowered.partitions),
         "delegate_ops": metrics.delegate_op_count(lowered),
-        "ops_outside_delegate": len(metrics.ops_outside_delegate(lowered)),
+        "ops_outside_delegate": len(cpu_ops(lowering.edge_manager)),
         "pass_seconds": lowered.pass_seconds,
         "finish_seconds": lowered.finish_seconds,
         "serialize_seconds": serialize_seconds,
@@ -95,9 +95,8 @@ class Vulkan(Target):
         """The cost table too, where the context has one: it prices ``predicted_gpu_ms`` and
         decides ``ilp-time``."""
         environment = super().environment(context)
-        table = context.costs
-        if table is not None:
-            environment["gpu_costs"] = table.name
+        if context.costs is not None:
+            environment["gpu_costs"] = context.costs.name
         return environment
 
     def load_cached_model(self, model) -> None:

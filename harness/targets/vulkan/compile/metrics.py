@@ -10,12 +10,7 @@ from dataclasses import dataclass
 
 import executorch.backends.vulkan.utils as vk_utils
 import torch
-from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
-    VkDataType,
-    VkMemoryLayout,
-    VkStorageType,
-    VkTensor,
-)
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType, VkTensor
 from executorch.exir.dialects._ops import ops as exir_ops
 
 from costmodel.device_limits import DeviceLimits
@@ -23,29 +18,11 @@ from costmodel.prediction import Prediction
 from costmodel.queries import pair_name
 from costmodel.fx import node_values
 from costmodel.table import CostTable
-from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.assignment import Assignment
 from strategies.layout_problem import extract
-from strategies.representations import (
-    QUANTIZED_DTYPES,
-    element_bytes,
-    first_repr,
-    image_extents,
-    repr_name,
-    tensor_bytes,
-)
-
-_VK_DTYPE_BYTES = {
-    VkDataType.BOOL: 1,
-    VkDataType.UINT8: 1,
-    VkDataType.INT8: 1,
-    VkDataType.INT32: 4,
-    VkDataType.FLOAT16: 2,
-    VkDataType.FLOAT32: 4,
-    VkDataType.FLOAT64: 8,
-    VkDataType.INT64: 8,
-}
+from strategies.representations import (QUANTIZED_DTYPES, element_bytes, first_repr, image_extents, repr_name,
+                                         tensor_bytes)
 
 
 @dataclass(frozen=True)
@@ -77,36 +54,28 @@ def precision(lowering: VulkanLowering) -> str:
            for spec in prefix.compile_specs):
         return "float16"
     programs = [lowering.edge_manager.exported_program(), *lowering.programs]
-    for program in programs:
-        for node in program.graph.nodes:
-            if node.op == "call_function" and "val" in node.meta and any(
-                isinstance(v, torch.Tensor) and v.dtype in QUANTIZED_DTYPES for v in node_values(node)
-            ):
-                return "int8"
+    if any(isinstance(v, torch.Tensor) and v.dtype in QUANTIZED_DTYPES
+           for program in programs for node in program.graph.nodes
+           if node.op == "call_function" and "val" in node.meta for v in node_values(node)):
+        return "int8"
     inputs = [node.meta["val"] for node in programs[0].graph.nodes
               if node.op == "placeholder" and node.name in programs[0].graph_signature.user_inputs]
     return next((str(v.dtype).removeprefix("torch.") for v in inputs
                  if isinstance(v, torch.Tensor) and v.is_floating_point()), "float32")
 
 
+def _is_clone(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target == exir_ops.edge.aten.clone.default
+
+
 def is_transition(node: torch.fx.Node, prefix_node_names: frozenset) -> bool:
-    return (
-        node.op == "call_function"
-        and node.target == exir_ops.edge.aten.clone.default
-        and node.name not in prefix_node_names
-    )
+    return _is_clone(node) and node.name not in prefix_node_names
 
 
 def own_clone_count(lowered: LoweredProgram) -> int:
     """Clones the model itself has inside the delegate (not transitions)."""
-    return sum(
-        1
-        for p in lowered.partitions
-        for node in p.program.graph.nodes
-        if node.op == "call_function"
-        and node.target == exir_ops.edge.aten.clone.default
-        and node.name in p.prefix_node_names
-    )
+    return sum(_is_clone(node) and node.name in p.prefix_node_names
+               for p in lowered.partitions for node in p.program.graph.nodes)
 
 
 def partition_transitions(index: int, partition: LoweredPartition) -> list[Transition]:
@@ -114,42 +83,24 @@ def partition_transitions(index: int, partition: LoweredPartition) -> list[Trans
     for node in partition.program.graph.nodes:
         if not is_transition(node, partition.prefix_node_names):
             continue
-        source = node.args[0]
-        after = vk_utils.get_node_repr(node)
-        val = node.meta["val"]
-        found.append(
-            Transition(
-                partition=index,
-                node=node.name,
-                source=source.name,
-                consumers=tuple(u.name for u in node.users),
-                before=repr_name(first_repr(source)),
-                after=repr_name(after),
-                shape=tuple(val.shape),
-                dtype=str(val.dtype).removeprefix("torch."),
-                bytes=tensor_bytes(
-                    list(val.shape), element_bytes(val.dtype, partition.layout_pass.force_fp16),
-                    after.storage_type, after.memory_layout,
-                ),
-            )
-        )
+        source, after, val = node.args[0], vk_utils.get_node_repr(node), node.meta["val"]
+        nbytes = tensor_bytes(list(val.shape), element_bytes(val.dtype, partition.layout_pass.force_fp16),
+                              after.storage_type, after.memory_layout)
+        found.append(Transition(index, node.name, source.name, tuple(u.name for u in node.users),
+                                repr_name(first_repr(source)), repr_name(after), tuple(val.shape),
+                                str(val.dtype).removeprefix("torch."), nbytes))
     return found
 
 
 def transitions(lowered: LoweredProgram) -> list[Transition]:
     """Every transition of every partition, in graph order."""
-    return [
-        t for i, p in enumerate(lowered.partitions) for t in partition_transitions(i, p)
-    ]
+    return [t for i, p in enumerate(lowered.partitions) for t in partition_transitions(i, p)]
 
 
 def _serialized_tensors(partition: LoweredPartition) -> dict[int, VkTensor]:
     """Non-constant tensor values of the serialized graph, by value id."""
-    return {
-        value_id: value.value
-        for value_id, value in enumerate(partition.builder.values)
-        if isinstance(value.value, VkTensor) and value.value.constant_id < 0
-    }
+    return {value_id: value.value for value_id, value in enumerate(partition.builder.values)
+            if isinstance(value.value, VkTensor) and value.value.constant_id < 0}
 
 
 def _representation(tensor: VkTensor) -> tuple[VkStorageType, VkMemoryLayout]:
@@ -164,7 +115,8 @@ def _representation(tensor: VkTensor) -> tuple[VkStorageType, VkMemoryLayout]:
 
 
 def _allocation_bytes(tensor: VkTensor) -> int:
-    return tensor_bytes(tensor.dims, _VK_DTYPE_BYTES[tensor.datatype], *_representation(tensor))
+    # VkDataType's names are torch's dtype names in capitals (FLOAT16: torch.float16).
+    return tensor_bytes(tensor.dims, getattr(torch, tensor.datatype.name.lower()).itemsize, *_representation(tensor))
 
 
 def _memory_bytes(tensors: dict[int, VkTensor], excluded: set[int]) -> int:
@@ -190,11 +142,8 @@ def delegate_memory(lowered: LoweredProgram) -> DelegateMemory:
     total = without_transitions = 0
     for partition in lowered.partitions:
         tensors = _serialized_tensors(partition)
-        transition_ids = {
-            value_id
-            for node, value_id in partition.builder.node_to_value_ids.items()
-            if isinstance(value_id, int) and is_transition(node, partition.prefix_node_names)
-        }
+        transition_ids = {value_id for node, value_id in partition.builder.node_to_value_ids.items()
+                          if isinstance(value_id, int) and is_transition(node, partition.prefix_node_names)}
         total += _memory_bytes(tensors, set())
         without_transitions += _memory_bytes(tensors, transition_ids)
     return DelegateMemory(total, total - without_transitions)
@@ -202,17 +151,8 @@ def delegate_memory(lowered: LoweredProgram) -> DelegateMemory:
 
 def delegate_op_count(lowered: LoweredProgram) -> int:
     """Operators dispatched inside the delegates (transitions included)."""
-    return sum(
-        1
-        for p in lowered.partitions
-        for n in p.program.graph.nodes
-        if n.op == "call_function" and n.target != operator.getitem
-    )
-
-
-def ops_outside_delegate(lowered: LoweredProgram) -> list[str]:
-    """Operators the partitioner left on the CPU, by target name."""
-    return cpu_ops(lowered.lowering.edge_manager)
+    return sum(n.op == "call_function" and n.target != operator.getitem
+               for p in lowered.partitions for n in p.program.graph.nodes)
 
 
 def assignments(lowered: LoweredProgram) -> list[Assignment]:
@@ -221,20 +161,18 @@ def assignments(lowered: LoweredProgram) -> list[Assignment]:
     for partition in lowered.partitions:
         graph_module = partition.program.graph_module
         inserted = frozenset(n.name for n in graph_module.graph.nodes if is_transition(n, partition.prefix_node_names))
-        problem = extract(partition.layout_pass, graph_module, inserted)
-        found.append(Assignment.read(problem, graph_module))
+        found.append(Assignment.read(extract(partition.layout_pass, graph_module, inserted), graph_module))
     return found
 
 
 def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
     """The program's GPU time per inference under a cost table (``predicted_gpu_ms``): every
     operator node in the representations the strategy gave it, plus its transitions (ET-VK's
-    copies of inputs and outputs aside); the share of it priced by nodes measured on this very
-    model (``predicted_measured_share``) and the time per operator
-    (``predicted_gpu_ms_by_operator``: where two strategies' times differ). Under a table that
-    knows its support and intervals (a fit's): the fitted time outside the support per kernel
-    family and its share, the interval at the table's level, and the bounds of the ratio of a
-    measured change against the reference strategy to the predicted one."""
+    copies of inputs and outputs aside); the share priced by nodes measured on this very model
+    and the time per operator (where two strategies' times differ). Under a fit's table (support
+    and intervals): the fitted time outside the support per kernel family and its share, the
+    interval at the table's level, and the bounds of the ratio of a measured change against the
+    reference strategy to the predicted one."""
     prediction = Prediction()
     for assignment in assignments(lowered):
         prediction += assignment.prediction(table)
@@ -254,12 +192,11 @@ def predicted_gpu_time(lowered: LoweredProgram, table: CostTable) -> dict:
 
 
 def limit_violations(lowered: LoweredProgram, limits: DeviceLimits) -> dict:
-    """The tensors of the program, as the runtime will allocate them (the strategy's and its
-    transitions' representations; constants aside: their operators choose how to prepack
-    them), that break a device's ``limits``: a texture's image extents (its packed dim
-    divided by its block) over the device's largest image, a buffer's bytes over its largest
+    """The program's tensors as the runtime allocates them (constants aside: their operators
+    choose how to prepack them) that break a device's ``limits``: a texture's image extents (its
+    packed dim divided by its block) over the largest image, a buffer's bytes over the largest
     storage buffer. ``limit_violations``: how many; ``worst_limit_violation``: the one furthest
-    over its limit (the first in the program's order of those as far), in words (None where none is)."""
+    over its limit (the first in program order of those as far), in words (None where none is)."""
     found = []
     for index, partition in enumerate(lowered.partitions):
         names = {value_id: node.name for node, value_id in partition.builder.node_to_value_ids.items()
@@ -267,13 +204,12 @@ def limit_violations(lowered: LoweredProgram, limits: DeviceLimits) -> dict:
         for value_id, tensor in _serialized_tensors(partition).items():
             storage, layout = _representation(tensor)
             extents = image_extents(tensor.dims, layout) if storage != VkStorageType.BUFFER else ()
-            nbytes = tensor_bytes(tensor.dims, _VK_DTYPE_BYTES[tensor.datatype], storage, layout)
-            broken = limits.exceeded(storage.name, extents, nbytes)
-            if broken:
+            nbytes = _allocation_bytes(tensor)
+            if broken := limits.exceeded(storage.name, extents, nbytes):
                 name, limit, times_over = broken
                 tensor_name = f"partition {index} {names.get(value_id, f'value {value_id}')}"
                 size = f"image {'x'.join(map(str, extents))}" if extents else f"{nbytes} bytes"
                 found.append((times_over, f"{tensor_name} {pair_name((storage, layout))} {list(tensor.dims)}: "
                                           f"{size} > {name} {limit}"))
-    worst = max(found, key=lambda violation: violation[0])[1] if found else None  # the first of the furthest over
+    worst = max(found, key=lambda violation: violation[0])[1] if found else None
     return {"limit_violations": len(found), "worst_limit_violation": worst}

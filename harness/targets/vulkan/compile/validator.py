@@ -15,17 +15,13 @@ from executorch.backends.vulkan.op_registry import get_op_features, has_impl
 
 from costmodel.fx import node_values
 from harness.errors import InvalidAssignmentError
-from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram
+from harness.targets.vulkan.compile.lowering import LoweredProgram
 from harness.targets.vulkan.compile.metrics import is_transition
 from strategies.representations import as_pair, layouts_for, node_reprs, packed_dim_info, repr_name
 
 
 def _is_tagged_tensor(node) -> bool:
-    return (
-        isinstance(node, torch.fx.Node)
-        and vk_utils.is_tensor_node(node)
-        and not node.meta.get("etvk_tensorref", False)
-    )
+    return isinstance(node, torch.fx.Node) and vk_utils.is_tensor_node(node) and not node.meta.get("etvk_tensorref")
 
 
 def _packed_dim_info(representation: vk_utils.TensorRepr):
@@ -33,9 +29,7 @@ def _packed_dim_info(representation: vk_utils.TensorRepr):
 
 
 def _fail(node, what: str, got, accepted) -> InvalidAssignmentError:
-    return InvalidAssignmentError(
-        f"{node.name} ({node.target}): {what} got {got}, accepts {accepted}"
-    )
+    return InvalidAssignmentError(f"{node.name} ({node.target}): {what} got {got}, accepts {accepted}")
 
 
 def _check_dtype(node: torch.fx.Node) -> None:
@@ -76,16 +70,12 @@ def _check_op(node: torch.fx.Node, texture_limits) -> None:
             raise _fail(node, "primary input and output", got, "the same packed-dim info")
 
 
-def validate_partition(partition: LoweredPartition) -> int:
-    """Raise InvalidAssignmentError at the first violation; returns operators checked."""
+def validate(lowered: LoweredProgram) -> int:
+    """Raise InvalidAssignmentError at the first violation; returns the number of operators checked."""
     checked = 0
-    for node in partition.program.graph.nodes:
-        if (
-            node.op != "call_function"
-            or not _is_tagged_tensor(node)
-            or not has_impl(node.target)
-            or is_transition(node, partition.prefix_node_names)
-        ):
+    for partition, node in ((p, node) for p in lowered.partitions for node in p.program.graph.nodes):
+        if (node.op != "call_function" or not _is_tagged_tensor(node) or not has_impl(node.target)
+                or is_transition(node, partition.prefix_node_names)):
             continue
         if node.target == operator.getitem:
             source_reprs = node_reprs(node.args[0])
@@ -96,8 +86,3 @@ def validate_partition(partition: LoweredPartition) -> int:
         _check_op(node, partition.texture_limits)
         checked += 1
     return checked
-
-
-def validate(lowered: LoweredProgram) -> int:
-    """Validate every partition; returns the number of operators checked."""
-    return sum(validate_partition(p) for p in lowered.partitions)
