@@ -1,22 +1,20 @@
 """ET-VK lowering with a layout strategy plugged in, sharing everything before the layout pass.
 
-ExecuTorch's ``VulkanBackend.preprocess`` runs a fixed pipeline for each delegated
-partition: fusion passes, SpecPropPass, prepacking, **TagMemoryMetaPass**, memory planning,
-``VkGraphBuilder`` and serialization. It has no hook for the layout pass, so we run that
-very function with three names of its module substituted for the length of one call:
+ExecuTorch's ``VulkanBackend.preprocess`` runs a fixed pipeline per delegated partition
+(fusion passes, SpecPropPass, prepacking, **TagMemoryMetaPass**, memory planning,
+``VkGraphBuilder``, serialization) with no hook for the layout pass, so we run that very
+function with three names of its module substituted for one call:
 
 - ``TagMemoryMetaPass`` builds the strategy's pass (a subclass) with the same arguments;
 - ``apply_passes`` records the program handed to the layout pass (the shared *prefix*),
   or, when replaying, hands over a copy of a recorded prefix instead of recomputing it;
 - ``VkGraphBuilder`` is kept, so metrics can map graph nodes to serialized values.
 
-Everything else is ExecuTorch's code path, so the payload a strategy produces is exactly
-what ExecuTorch would serialize with that pass. (One more substitution, while a model is
-partitioned: the fusable patterns' reference graphs, built once per process; see
-:func:`_pattern_graphs_built_once`.) The model is exported, converted to edge,
-partitioned and emitted as a program once (:class:`VulkanLowering`); each strategy then
-costs only the layout pass and what follows it (:meth:`VulkanLowering.lower`), and its
-.pte only a serialization of that program with its payloads (:mod:`.pte`).
+Everything else is ExecuTorch's code path, so a strategy's payload is exactly what ExecuTorch
+would serialize with that pass. (While a model is partitioned, the fusable patterns' reference
+graphs are substituted too: :func:`_pattern_graphs_built_once`.) The model is exported,
+partitioned and emitted once (:class:`VulkanLowering`); each strategy costs only the layout
+pass and what follows it (:meth:`VulkanLowering.lower`), its .pte only a serialization (:mod:`.pte`).
 """
 
 import contextlib
@@ -47,6 +45,7 @@ from strategies.priced_layout import construct
 _REAL_APPLY_PASSES = vulkan_preprocess.apply_passes
 _REAL_GRAPH_BUILDER = vulkan_preprocess.VkGraphBuilder
 _REAL_LAYOUT_PASS = vulkan_preprocess.TagMemoryMetaPass
+_REAL_PREPROCESS = vulkan_preprocess.VulkanBackend.preprocess.__func__
 
 
 @dataclass
@@ -99,13 +98,10 @@ def partition_index(prefixes: list[PartitionPrefix], reference_payload: bytes) -
 
 
 def independent_copy(program: ExportedProgram) -> ExportedProgram:
-    """A deep copy whose nodes share no TensorSpec with ``program``.
-
-    ``copy.deepcopy`` of a graph copies each node's ``meta`` dict shallowly, so the copy's
-    TensorSpecs would be the original's; the layout pass and memory planning write onto
-    them (representation, lifetime, memory ids), which would leak from one strategy into
-    the next. One memo keeps specs that nodes share (aliases) shared in the copy.
-    """
+    """A deep copy whose nodes share no TensorSpec with ``program``: ``copy.deepcopy`` of a
+    graph copies each node's ``meta`` shallowly, and the layout pass and memory planning write
+    onto its specs (representation, lifetime, memory ids), which would leak from one strategy
+    into the next. One memo keeps specs that nodes share (aliases) shared in the copy."""
     duplicate = copy.deepcopy(program)
     memo: dict = {}
     for node in duplicate.graph.nodes:
@@ -162,37 +158,28 @@ class _PreprocessRun:
         self.builder = _REAL_GRAPH_BUILDER(*args, **kwargs)
         return self.builder
 
-    def installed(self):
-        return patch.multiple(vulkan_preprocess, TagMemoryMetaPass=self._make_layout_pass,
-                              apply_passes=self._apply_passes, VkGraphBuilder=self._make_builder)
-
-
-_REAL_PREPROCESS = vulkan_preprocess.VulkanBackend.preprocess.__func__
+    def preprocess(self, program: ExportedProgram, compile_specs: list) -> PreprocessResult:
+        """ExecuTorch's own ``VulkanBackend.preprocess``, with the substitutions in place."""
+        with patch.multiple(vulkan_preprocess, TagMemoryMetaPass=self._make_layout_pass,
+                            apply_passes=self._apply_passes, VkGraphBuilder=self._make_builder):
+            return _REAL_PREPROCESS(vulkan_preprocess.VulkanBackend, program, compile_specs)
 
 
 @contextlib.contextmanager
 def _recording_preprocess(layout_pass_cls: type, costs: CostTable | None, prefixes: list):
     """While active, every Vulkan preprocess call records its partition's prefix."""
-    backend = vulkan_preprocess.VulkanBackend
 
     def recording(cls, program, compile_specs):
         run = _PreprocessRun(layout_pass_cls, costs)
-        with run.installed():
-            result = _REAL_PREPROCESS(cls, program, compile_specs)
+        result = run.preprocess(program, compile_specs)
         if run.recorded_prefix is None:
             raise LoweringError("the Vulkan preprocess ran no layout pass (skip_tag_memory_metadata set?)")
-        prefixes.append(
-            PartitionPrefix(
-                program=run.recorded_prefix,
-                compile_specs=list(compile_specs),
-                node_names=frozenset(n.name for n in run.recorded_prefix.graph.nodes),
-                reference_digest=payload_digest(result.processed_bytes),
-                layout_pass_arguments=run.layout_pass_arguments,
-            )
-        )
+        prefixes.append(PartitionPrefix(run.recorded_prefix, list(compile_specs),
+                                        frozenset(n.name for n in run.recorded_prefix.graph.nodes),
+                                        payload_digest(result.processed_bytes), run.layout_pass_arguments))
         return result
 
-    with patch.object(backend, "preprocess", classmethod(recording)):
+    with patch.object(vulkan_preprocess.VulkanBackend, "preprocess", classmethod(recording)):
         yield
 
 
@@ -217,11 +204,8 @@ def _pattern_graphs_built_once():
 
 @dataclass
 class VulkanLowering:
-    """A model exported, converted to edge and partitioned for ET-VK once.
-
-    ``lower(strategy)`` finishes every partition with that strategy's layout pass and
-    returns a :class:`LoweredProgram`; the prefix is never recomputed.
-    """
+    """A model exported, converted to edge and partitioned for ET-VK once; :meth:`lower`
+    finishes every partition with a strategy's layout pass, never recomputing the prefix."""
 
     edge_manager: object
     prefixes: list[PartitionPrefix]
@@ -235,10 +219,8 @@ class VulkanLowering:
         return [prefix.program for prefix in self.prefixes]
 
     @classmethod
-    def from_exported(
-        cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS, compile_options: dict | None = None,
-        costs: CostTable | None = None,
-    ) -> "VulkanLowering":
+    def from_exported(cls, exported: ExportedProgram, layout_pass_cls: type = _REAL_LAYOUT_PASS,
+                      compile_options: dict | None = None, costs: CostTable | None = None) -> "VulkanLowering":
         """``compile_options``: ET-VK's partitioner options (``force_fp16``), which reach every
         partition's preprocess, the layout pass's constructor included, as compile specs;
         ``costs``: the cost table a pass that prices its choices is constructed with."""
@@ -247,35 +229,22 @@ class VulkanLowering:
         with _recording_preprocess(layout_pass_cls, costs, prefixes), _pattern_graphs_built_once():
             # to_edge consumes its input (e.g. drops non-persistent buffers' constants),
             # so lower a copy and leave the caller's program reusable.
-            edge_manager = to_edge_transform_and_lower(
-                copy.deepcopy(exported), partitioner=[VulkanPartitioner(compile_options)]
-            )
+            edge_manager = to_edge_transform_and_lower(copy.deepcopy(exported),
+                                                       partitioner=[VulkanPartitioner(compile_options)])
         partition_of = functools.partial(partition_index, prefixes)
         call_order = [partition_of(module.processed_bytes) for module in called_delegates(edge_manager)]
         emitted = EmittedProgram.emit(edge_manager, partition_of)
         return cls(edge_manager, prefixes, time.perf_counter() - start, emitted, call_order)
 
     def lower(self, layout_pass_cls: type, costs: CostTable | None = None) -> "LoweredProgram":
-        """Every partition finished by ``layout_pass_cls`` (constructed with ``costs`` where it
-        prices its choices with a cost table)."""
+        """Every partition finished by ``layout_pass_cls`` (constructed with ``costs``)."""
         start = time.perf_counter()
         partitions = []
         for prefix in self.prefixes:
             run = _PreprocessRun(layout_pass_cls, costs, prefix=prefix.program)
-            with run.installed():
-                result = _REAL_PREPROCESS(
-                    vulkan_preprocess.VulkanBackend, prefix.program, prefix.compile_specs
-                )
-            partitions.append(
-                LoweredPartition(
-                    program=run.builder.program,
-                    layout_pass=run.layout_pass,
-                    builder=run.builder,
-                    result=result,
-                    prefix_node_names=prefix.node_names,
-                    pass_seconds=run.pass_seconds,
-                )
-            )
+            result = run.preprocess(prefix.program, prefix.compile_specs)
+            partitions.append(LoweredPartition(run.builder.program, run.layout_pass, run.builder, result,
+                                               prefix.node_names, run.pass_seconds))
         return LoweredProgram(self, partitions, time.perf_counter() - start)
 
 
