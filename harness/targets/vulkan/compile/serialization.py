@@ -1,11 +1,9 @@
 """A :class:`~harness.targets.vulkan.compile.lowering.VulkanLowering` to bytes and back, whole.
 
-ExecuTorch's own serializer of edge programs (``exir.serde``, the one ETRecord uses) keeps
-the graph and its tensor values but not the node metadata that the layout pass, memory
-planning and ``VkGraphBuilder`` read (``spec``, ``etvk_tensorref`` ...), so a program at the
-layout pass's door would not come back as it was. Plain pickle keeps metadata but fails on
-operator objects, fake tensors and FX graphs (which pickle as code, dropping metadata).
-This pickler stores each of those by what identifies it:
+ExecuTorch's serializer of edge programs (``exir.serde``, ETRecord's) drops the node metadata
+the layout pass, memory planning and ``VkGraphBuilder`` read (``spec``, ``etvk_tensorref`` ...);
+plain pickle keeps it but fails on operator objects, fake tensors and FX graphs (which pickle
+as code, dropping metadata). This pickler stores each of those by what identifies it:
 
 - ATen, custom (``et_vk``) and higher-order operators, and their edge-dialect wrappers, by
   qualified name, looked up again on load (``EDGE_DO_NOT_DECOMP`` ones, which ExecuTorch
@@ -16,17 +14,19 @@ This pickler stores each of those by what identifies it:
   modules as that graph plus the attributes its nodes read;
 - ExecuTorch's edge-dialect verifier class (a local class) by the configuration it closes over;
 - CPU tensors by dtype, shape, stride and offset into their storage, and each storage once,
-  as an out-of-band buffer (pickle protocol 5) laid 64-byte aligned after the pickle: a
-  load makes tensors of those bytes in place (the prefix cache maps its entries), instead
-  of copying the weights twice as torch's own pickling does.
+  as an out-of-band buffer (pickle protocol 5) laid 64-byte aligned after the pickle: a load
+  makes tensors of those bytes in place (the prefix cache maps its entries) instead of copying
+  the weights twice as torch's pickling does.
 
-Everything else is pickled as it is. Tests check that the .pte of every strategy from a
-loaded lowering is byte-identical to one from a cold lowering.
+Everything else is pickled as it is. Tests check that every strategy's .pte from a loaded
+lowering is byte-identical to one from a cold lowering.
 """
 
 import io
+import operator
 import pickle
 import struct
+from dataclasses import dataclass
 
 import torch
 from executorch.exir.dialects._ops import ops as exir_ops
@@ -34,17 +34,17 @@ from executorch.exir.dialects.edge._ops import EdgeOpOverload
 from executorch.exir.program._program import _register_no_decomp_op, edge_no_decomp_namespace
 from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.fx.node import map_arg
+from torch.fx.node import map_aggregate, map_arg
 
 _EDGE_VERIFIER = "EXIREdgeDialectVerifier.<locals>._EXIREdgeDialectVerifier"
 BUFFER_ALIGNMENT = 64
 
 
+@dataclass
 class _NodeName:
     """A reference to a node of the graph being rebuilt."""
 
-    def __init__(self, name: str):
-        self.name = name
+    name: str
 
 
 def _split(qualified: str) -> tuple[str, str, str]:
@@ -97,11 +97,11 @@ def _fake_tensor(shape, stride, dtype, offset, device):
     return FakeTensor(_Loading.mode, meta, device)
 
 
+@dataclass
 class _Storage:
     """A tensor storage, pickled once however many tensors view it."""
 
-    def __init__(self, storage: torch.UntypedStorage):
-        self.storage = storage
+    storage: torch.UntypedStorage
 
 
 def _storage(buffer) -> torch.UntypedStorage:
@@ -121,26 +121,16 @@ def _in_place(tensor) -> bool:
             and not (tensor.is_quantized or tensor.is_conj() or tensor.is_neg() or tensor.grad_fn or tensor.__dict__))
 
 
-def _rebuild(value, nodes: dict):
-    """Arguments with node references resolved against the nodes rebuilt so far."""
-    if isinstance(value, _NodeName):
-        return nodes[value.name]
-    if isinstance(value, (list, tuple)):
-        items = [_rebuild(v, nodes) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, dict):
-        return {k: _rebuild(v, nodes) for k, v in value.items()}
-    if isinstance(value, slice):
-        return slice(_rebuild(value.start, nodes), _rebuild(value.stop, nodes), _rebuild(value.step, nodes))
-    return value
-
-
 def _graph(table: list, codegen) -> torch.fx.Graph:
     graph = torch.fx.Graph()
     graph._codegen = codegen
     nodes: dict = {}
+
+    def resolved(value):  # a node reference resolved against the nodes rebuilt so far
+        return nodes[value.name] if isinstance(value, _NodeName) else value
+
     for name, op, target, args, kwargs, meta, type_expr in table:
-        node = graph.create_node(op, target, _rebuild(args, nodes), _rebuild(kwargs, nodes), name=name,
+        node = graph.create_node(op, target, map_aggregate(args, resolved), map_aggregate(kwargs, resolved), name=name,
                                  type_expr=type_expr)
         if node.name != name:
             raise pickle.UnpicklingError(f"node {name} came back as {node.name}")
@@ -164,14 +154,8 @@ def _node_table(graph: torch.fx.Graph) -> list:
 
 def _attributes(module: torch.fx.GraphModule) -> dict:
     """The attributes the graph's get_attr and call_module nodes read, by qualified name."""
-    attributes = {}
-    for node in module.graph.nodes:
-        if node.op in ("get_attr", "call_module"):
-            value = module
-            for part in node.target.split("."):
-                value = getattr(value, part)
-            attributes[node.target] = value
-    return attributes
+    return {node.target: operator.attrgetter(node.target)(module) for node in module.graph.nodes
+            if node.op in ("get_attr", "call_module")}
 
 
 class _ProgramPickler(pickle.Pickler):
