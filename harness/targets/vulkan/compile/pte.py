@@ -12,7 +12,6 @@ it the way the emitter and ``EdgeProgramManager`` do and hands it to the seriali
 """
 
 import copy
-import hashlib
 from dataclasses import dataclass, replace
 
 from executorch.exir._serialize._cord import Cord
@@ -70,15 +69,10 @@ def _with_payloads(program, entry_payloads: list[bytes]):
     ``entry_payloads[i]``, one entry per distinct payload in the order of first use, as the
     emitter lays them out (two partitions may agree under one strategy and not another)."""
     program = copy.deepcopy(program)
-    entries: list[BackendDelegateInlineData] = []
-    index_of: dict[str, int] = {}
+    index_of: dict[bytes, int] = {}
     for plan in program.execution_plan:
         for delegate in plan.delegates:
-            payload = entry_payloads[delegate.processed.index]
-            digest = hashlib.sha256(payload).hexdigest()
-            if digest not in index_of:
-                index_of[digest] = len(entries)
-                entries.append(BackendDelegateInlineData(data=payload))
-            delegate.processed = BackendDelegateDataReference(location=DataLocation.INLINE, index=index_of[digest])
-    program.backend_delegate_data = entries
+            index = index_of.setdefault(entry_payloads[delegate.processed.index], len(index_of))
+            delegate.processed = BackendDelegateDataReference(location=DataLocation.INLINE, index=index)
+    program.backend_delegate_data = [BackendDelegateInlineData(data=payload) for payload in index_of]
     return program
