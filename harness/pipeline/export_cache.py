@@ -17,10 +17,8 @@ EXPORTS = DiskCache("exports")
 
 def cache_key(spec: models.ModelSpec) -> str:
     facts = provenance()
-    key = json.dumps(
-        [spec.name, spec.input_shapes, facts["torch_version"], facts["executorch_version"],
-         facts["timm_version"], spec.source_digest]
-    )
+    key = json.dumps([spec.name, spec.input_shapes, facts["torch_version"], facts["executorch_version"],
+                      facts["timm_version"], spec.source_digest])
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -46,6 +44,4 @@ def _export(spec: models.ModelSpec) -> torch.export.ExportedProgram:
     try:
         return torch.export.export(spec.module, spec.example_inputs)
     except Exception as error:  # torch.export raises many unrelated types
-        raise ModelExportError(
-            f"model '{spec.name}' failed to export: {describe(error)}"
-        ) from error
+        raise ModelExportError(f"model '{spec.name}' failed to export: {describe(error)}") from error

@@ -1,15 +1,13 @@
 """One entry point from a model name to what every target measures.
 
-``ModelPipeline(name)``: name -> :class:`models.ModelSpec` -> exported program (disk
-cache), and whatever stage a target derives from them and declares as a
-:class:`CachedStage` (ET-VK's lowering prefix: :mod:`harness.targets.vulkan.compile.prefix`).
-Each stage runs on first use and is kept; a stage that failed raises the same error again
-without running twice. The sweep, ``explain``, every asv suite and the tests go through it;
-:func:`pipeline` keeps one per model for the life of a process (asv, tests).
-
-A cached stage is kept on disk under the key its target computes from the model's name
-(what the stage depends on), so every strategy, later run, asv process and commit that
-shares that key loads it in a fraction of a second instead of computing it again.
+``ModelPipeline(name)``: name -> :class:`models.ModelSpec` -> exported program (disk cache),
+and whatever stage a target derives from them as a :class:`CachedStage` (ET-VK's lowering
+prefix: :mod:`harness.targets.vulkan.compile.prefix`). Each stage runs on first use and is
+kept; a stage that failed raises the same error again without running twice. The sweep,
+``explain``, every asv suite and the tests go through it; :func:`pipeline` keeps one per model
+per process. A cached stage is kept on disk under the key its target computes from the
+model's name, so every strategy, run, asv process and commit sharing that key loads it in a
+fraction of a second instead of computing it again.
 """
 
 import functools
@@ -24,10 +22,8 @@ from harness.pipeline.export_cache import export_model
 
 @dataclass(frozen=True)
 class CachedStage:
-    """A stage a target derives from a model and keeps on disk: its ``name`` in the
-    pipeline, the ``cache`` and the ``key`` (of the model's name) it is kept under, how it
-    is computed from the pipeline (``build``) and written and read (``dumps``, ``loads``),
-    and the record field that says how long a load from the cache took."""
+    """A stage a target derives from a model and keeps on disk under ``cache`` and ``key`` (of
+    the model's name); ``load_seconds_field``: the record field for how long a load took."""
 
     name: str
     cache: DiskCache

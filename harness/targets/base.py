@@ -1,12 +1,11 @@
 """The target registry, in the style of the model and strategy registries.
 
-A target is where a model's lowered program is measured: one module with a
-:class:`Target` subclass and ``@register_target("name")``. It declares the schema metrics
-it adds (``metrics``), whether layout strategies apply to it (``uses_strategies``; Arm's
-backends have no pluggable layout pass, so their records carry no strategy), and
-``measure``, which fills a record's fields for one (model, strategy). When the registry is
-first asked it imports every public module directly under ``harness/targets/`` and every
-``targets.py`` of its sub-packages, so a new target is one module and one decorator.
+A target is where a model's lowered program is measured: a :class:`Target` subclass with
+``@register_target("name")`` declaring the schema metrics it adds (``metrics``), whether
+layout strategies apply (``uses_strategies``; Arm's backends have no pluggable layout pass, so
+their records carry no strategy), and ``measure``, which fills a record's fields for one
+(model, strategy). The registry imports every public module directly under
+``harness/targets/`` and every ``targets.py`` of its sub-packages when first asked.
 """
 
 import dataclasses
@@ -39,8 +38,8 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class HostSettings:
-    """What the user's environment says of the runtimes on this host, read where a process
-    starts (:meth:`from_environment`) and carried in the context to the measurements."""
+    """What the user's environment says of this host's runtimes: read where a process starts
+    (:meth:`from_environment`), carried in the context to the measurements."""
 
     et_runner: str | None = None  # the runner, where --et-runner names none
     vulkan_device_index: str | None = None  # the device ET-VK runs on (harness.targets.vulkan.remote.device)
@@ -48,8 +47,8 @@ class HostSettings:
 
     @classmethod
     def from_environment(cls, environment: Mapping[str, str]) -> "HostSettings":
-        """The settings ``environment`` (a process's, handed in where it starts) names:
-        ``$LAYOUTBENCH_ET_RUNNER``, ``$ETVK_DEVICE_INDEX``, ``$LAYOUTBENCH_VULKAN_ICD``."""
+        """The settings a process's ``environment`` names: ``$LAYOUTBENCH_ET_RUNNER``,
+        ``$ETVK_DEVICE_INDEX``, ``$LAYOUTBENCH_VULKAN_ICD``."""
         return cls(environment.get(RUNNER_ENV) or None, environment.get(DEVICE_INDEX_ENV),
                    environment.get(VULKAN_ICD_ENV) or None)
 
@@ -68,8 +67,8 @@ class MeasureContext:
 
 
 class Target:
-    """One target. ``measure`` writes into ``fields`` as it goes, so what was measured
-    before a failure stays in the failed record."""
+    """One target. ``measure`` writes into ``fields`` as it goes: what was measured before a
+    failure stays in the failed record."""
 
     name: str = ""
     uses_strategies: bool = True
@@ -96,9 +95,8 @@ class Target:
         return not self.runs_programs
 
     def reusable(self, record: dict, context: "MeasureContext") -> bool:
-        """Whether a record of the planned identity (from the results directory or the record
-        cache) can stand for a new measurement in ``context``: a target that keeps files
-        beside its records (programs, ETDumps) says no where they are missing."""
+        """Whether a record of the planned identity (results directory or record cache) can stand
+        for a new measurement: not where files kept beside it (programs, ETDumps) are missing."""
         return True
 
     def prepare(self, context: MeasureContext) -> None:
@@ -106,9 +104,8 @@ class Target:
         (every record skipped, with its message) or a UsageError (a bad option)."""
 
     def load_cached_model(self, model) -> None:
-        """Read from the disk caches what :meth:`prepare_model` would build, where they hold
-        it, computing nothing: a local worker does it before its turn, while the workers
-        before it still measure (see :class:`harness.sweep.workers.LocalWorkers`)."""
+        """Read from the disk caches what :meth:`prepare_model` would build, computing nothing: a
+        local worker does it while the ones before it still measure (:class:`harness.sweep.workers.LocalWorkers`)."""
 
     def prepare_model(self, model) -> None:
         """Build what every strategy of ``model`` shares (a worker does it before the first
@@ -120,12 +117,9 @@ class Target:
         raise NotImplementedError
 
 
-def _registers_targets(relative: str) -> bool:
-    return direct_public_module(relative) or relative.endswith(".targets")
-
-
 def _load_built_ins() -> None:
-    import_built_ins("harness.targets", _registers_targets)
+    import_built_ins("harness.targets",
+                     lambda relative: direct_public_module(relative) or relative.endswith(".targets"))
 
 
 def register_target(name: str):

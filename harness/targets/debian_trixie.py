@@ -1,11 +1,8 @@
 """Debian trixie's packages, unpacked into a private directory and run through its own
-dynamic loader, for tools that need a newer glibc (or a newer build) than the host has.
-
-Used by the Arm ML SDK's binaries (:mod:`harness.targets.arm.vgf_host`) and by the glslc
-that compiles ET-VK's shaders (:mod:`harness.targets.vulkan.local.runtime_build`). ``fetch``
-downloads packages with apt-get against trixie's archive (its own lists and cache, nothing
-on the system changes) and unpacks them into :func:`root`; :func:`start_command` is the
-shell line a wrapper script uses to start one of their binaries there.
+dynamic loader, for tools that need a newer glibc (or a newer build) than the host has: the Arm
+ML SDK's binaries (:mod:`harness.targets.arm.vgf_host`) and the glslc that compiles ET-VK's
+shaders (:mod:`harness.targets.vulkan.local.runtime_build`). :func:`fetch` runs apt-get with
+lists and a cache of its own: nothing on the system changes.
 """
 
 import shutil
@@ -41,12 +38,10 @@ def loader() -> Path:
 def fetch(packages: tuple[str, ...], purpose: str, error: type[Exception]) -> None:
     """Download ``packages`` (with :data:`RUNTIME_PACKAGES`) from trixie and unpack them into
     :func:`root`; raises ``error`` with one line saying why, naming ``purpose``."""
-    apt_get = shutil.which("apt-get")
-    dpkg_deb = shutil.which("dpkg-deb")
+    apt_get, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
     if not (apt_get and dpkg_deb):
         raise error(f"fetching Debian trixie's packages for {purpose} needs apt-get and dpkg-deb; neither is here")
-    apt = host_dir() / "apt"
-    debs = host_dir() / "debs"
+    apt, debs = host_dir() / "apt", host_dir() / "debs"
     for directory in (apt / "lists" / "partial", apt / "cache" / "archives" / "partial", debs):
         directory.mkdir(parents=True, exist_ok=True)
     (apt / "sources.list").write_text(TRIXIE_SOURCE + "\n")

@@ -37,11 +37,6 @@ def delegate_payloads(edge_manager) -> list[bytes]:
 
 def cpu_ops(edge_manager) -> list[str]:
     """Operators of an edge program that no delegate took, by target name."""
-    outside = []
-    for node in edge_manager.exported_program().graph.nodes:
-        if node.op != "call_function" or node.target == operator.getitem:
-            continue
-        name = op_name(node.target)
-        if "executorch_call_delegate" not in name:
-            outside.append(name)
-    return outside
+    names = [op_name(node.target) for node in edge_manager.exported_program().graph.nodes
+             if node.op == "call_function" and node.target != operator.getitem]
+    return [name for name in names if "executorch_call_delegate" not in name]

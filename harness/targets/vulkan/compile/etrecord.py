@@ -2,19 +2,18 @@
 adapter (``executorch-extension-model-explorer``) draws, and the table of its nodes that
 tells where a lowered program's nodes are in that drawing.
 
-The edge program is the one ``to_edge_transform_and_lower`` hands ET-VK's partitioner: the
-same call (``_gen_edge_manager_for_partitioners``, its first step) on the same exported
-program, without partitioning and lowering again. Its node names are the ones the
-partitions' graphs keep, so each delegated node is found by name, and a node ET-VK's passes
-made (a linear fused from a permute and an addmm) by the torch call it came from.
+The edge program is the one ``to_edge_transform_and_lower`` hands ET-VK's partitioner (its
+first step, ``_gen_edge_manager_for_partitioners``, on the same exported program, without
+lowering again). The partitions' graphs keep its node names, so each delegated node is found
+by name, and a node ET-VK's passes made (a linear fused from a permute and an addmm) by the
+torch call it came from.
 
-The ETRecord holds the edge program alone, not also the exported program before it: the
-adapter draws the edge program, and reading the other's weights too made its conversion of
-a ViT take 3.0 s instead of 2.3. It carries no delegate map: the adapter would put every
-delegated node in one flat ``delegates/VulkanBackend`` layer, where without it nodes nest by
-the model's modules (a ViT folds into its blocks). ``ETRecord.save`` asks for the emitted program's debug
-handle map, which is the reference lowering's. Kept on disk as a stage of the model
-pipeline (kind ``etrecords``): the edge program costs seconds to a minute per model.
+The ETRecord holds the edge program alone, not the exported program before it: reading the
+other's weights too made the adapter's conversion of a ViT take 3.0 s instead of 2.3. It has
+no delegate map: with one the adapter puts every delegated node in one flat
+``delegates/VulkanBackend`` layer, without it nodes nest by the model's modules.
+``ETRecord.save`` asks for a debug handle map: the reference lowering's. Kept on disk as a
+stage of the model pipeline (kind ``etrecords``): the edge program costs seconds to a minute.
 """
 
 import copy
@@ -61,18 +60,15 @@ def _torch_fn(node) -> str | None:
 
 def edge_graph(model: ModelPipeline) -> EdgeGraph:
     """The model's edge program before delegation, as an ETRecord and a table of its nodes."""
-    exported = model.exported
     manager = _gen_edge_manager_for_partitioners(
-        {"forward": [VulkanPartitioner()]}, {"forward": copy.deepcopy(exported)}, EdgeCompileConfig(), None)
+        {"forward": [VulkanPartitioner()]}, {"forward": copy.deepcopy(model.exported)}, EdgeCompileConfig(), None)
     edge = manager.exported_program()
-    emitted = vulkan_lowering(model).emitted.emitter_output
-    record = ETRecord(edge_dialect_program=edge, _debug_handle_map=emitted.debug_handle_map)
     body = io.BytesIO()
-    record.save(body)
+    ETRecord(edge_dialect_program=edge,
+             _debug_handle_map=vulkan_lowering(model).emitted.emitter_output.debug_handle_map).save(body)
     nodes = tuple(EdgeNode(n.name, op_name(n.target), _torch_fn(n)) for n in edge.graph.nodes
                   if n.op == "call_function")
-    inputs = tuple(edge.graph_signature.user_inputs)
-    return EdgeGraph(body.getvalue(), nodes, inputs)
+    return EdgeGraph(body.getvalue(), nodes, tuple(edge.graph_signature.user_inputs))
 
 
 def _key(name: str) -> str:

@@ -1,11 +1,8 @@
-"""Peak memory of lowering a model for ET-VK with the pinned layout pass, measured once per
-lowering identity and kept on disk.
-
-What asv's ``peakmem`` of a lowering benchmark measured: the largest resident set of a new
-process that loads the model's export and lowers it (to_edge, partitioning, preprocess).
-It depends on exactly what the model's lowering prefix depends on (model, torch, executorch
-and timm versions, the lowering code), so it is kept under the prefix's key: a commit that
-changes a strategy, or none of those, reads it instead of lowering every model again.
+"""Peak memory of lowering a model for ET-VK with the pinned layout pass: the largest resident
+set of a new process that loads the model's export and lowers it (to_edge, partitioning,
+preprocess), what asv's ``peakmem`` of a lowering benchmark measured. It depends on exactly
+what the model's lowering prefix depends on, so it is kept on disk under the prefix's key: a
+commit that changes a strategy, or none of those, reads it instead of lowering every model again.
 
     python -m harness.targets.vulkan.compile.lowering_memory MODEL    # the measured process itself
 """
