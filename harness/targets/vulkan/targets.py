@@ -12,8 +12,8 @@ from costmodel.table import CostTable
 from harness.errors import LimitsExceededError, TargetUnavailableError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
-from harness.targets.edge_programs import cpu_ops
 from harness.targets.base import MeasureContext, Target, register_target
+from harness.targets.edge_programs import cpu_ops
 from harness.targets.vulkan.compile import metrics, validator
 from harness.targets.vulkan.compile.lowering import LoweredProgram, VulkanLowering
 from harness.targets.vulkan.compile.prefix import LOWERING_PREFIX, vulkan_lowering
