@@ -190,11 +190,10 @@ def _built_once(get_graphs):
 
 @contextlib.contextmanager
 def _pattern_graphs_built_once():
-    """While active, each of ET-VK's fusable patterns builds its reference graphs once per
-    process. The partitioner and the fusion pass ask for them on every lowering, and each ask
-    exports and converts to edge two rotary-embedding modules: 8 of a small graph's 11 s of
-    lowering. They depend on nothing of the model (fixed shapes, random values that no match
-    reads), so reusing them changes no byte of any program."""
+    """While active, each of ET-VK's fusable patterns builds its reference graphs once per process.
+    The partitioner and the fusion pass ask on every lowering, and each ask exports two rotary-embedding
+    modules to edge: 8 of a small graph's 11 s of lowering. They depend on nothing of the model (fixed
+    shapes, random values no match reads), so reusing them changes no byte of any program."""
     with contextlib.ExitStack() as substitutions:
         for entry in fusable_patterns.values():
             if entry.get_graphs_fn is not None:
@@ -263,11 +262,9 @@ class LoweredProgram:
     def to_pte(self) -> Cord:
         """The whole program (delegates and CPU fallback) as a .pte: ExecuTorch's Cord,
         joined only by ``bytes()`` or its ``write_to_file``."""
-        return self.lowering.emitted.serialize(
-            [p.result.processed_bytes for p in self.partitions],
-            [p.result.data_store_output for p in self.partitions],
-            self.lowering.call_order,
-        )
+        results = [p.result for p in self.partitions]
+        return self.lowering.emitted.serialize([r.processed_bytes for r in results],
+                                               [r.data_store_output for r in results], self.lowering.call_order)
 
     def edge_manager(self):
         """A copy of the shared edge program whose delegates carry this strategy's payloads

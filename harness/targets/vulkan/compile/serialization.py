@@ -22,6 +22,7 @@ Everything else is pickled as it is. Tests check that every strategy's .pte from
 lowering is byte-identical to one from a cold lowering.
 """
 
+import inspect
 import io
 import operator
 import pickle
@@ -105,9 +106,8 @@ class _Storage:
 
 
 def _storage(buffer) -> torch.UntypedStorage:
-    if not len(buffer):
-        return torch.UntypedStorage(0)
-    return torch.frombuffer(buffer, dtype=torch.uint8).untyped_storage()
+    # torch.frombuffer refuses an empty buffer.
+    return torch.frombuffer(buffer, dtype=torch.uint8).untyped_storage() if len(buffer) else torch.UntypedStorage(0)
 
 
 def _tensor(storage: torch.UntypedStorage, dtype, size, stride, offset, requires_grad) -> torch.Tensor:
@@ -173,8 +173,7 @@ class _ProgramPickler(pickle.Pickler):
             raw = torch.empty(0, dtype=torch.uint8).set_(obj.storage).numpy()
             return _storage, (pickle.PickleBuffer(raw),)
         if isinstance(obj, type) and obj.__qualname__ == _EDGE_VERIFIER:
-            closure = obj.__init__.__closure__
-            cells = dict(zip(obj.__init__.__code__.co_freevars, (cell.cell_contents for cell in closure)))
+            cells = inspect.getclosurevars(obj.__init__).nonlocals
             return _edge_verifier, (cells["edge_compile_config"], cells["_core_aten_ops_exception_list"],
                                     cells["_preserve_ops"])
         if isinstance(obj, EdgeOpOverload):
