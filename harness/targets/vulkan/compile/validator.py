@@ -1,10 +1,10 @@
 """Checks that a strategy's assignment is one ET-VK can run.
 
 Independently of how a strategy decided, every delegated operator must receive, on every
-non-constant tensor argument and output, a representation its ``OpRepSets`` accept, and
-tensors its registration synchronises must share packed-dim info (storage type and packed
-dim for float tensors), which is the pinned pass's meaning of "synced", and no float tensor
-may be tagged with a PACKED_INT8 layout (agnostic ops' OpRepSets offer those to any tensor).
+non-constant tensor argument and output, a representation its ``OpRepSets`` accept; tensors its
+registration synchronises must share packed-dim info (storage type and packed dim for float
+tensors: the pinned pass's meaning of "synced"); no float tensor may be tagged with a
+PACKED_INT8 layout (agnostic ops' OpRepSets offer those to any tensor).
 """
 
 import operator
