@@ -8,15 +8,19 @@ import sys
 import time
 from pathlib import Path
 
+from costmodel.measurements import read_measurements, write_measurements
 from costmodel.table import save
 from harness.commands import say
+from harness.commands.option_types import positive
 from harness.commands.sweeps import (add_device_arguments, on_a_device, run_made_on_device, start_local_workers, sweep,
                                      time_taken)
+from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
+from harness.results.table import format_number
+from harness.sweep import fork_server, table_check
 
 
 def calibrate(args) -> int:
-    from harness.errors import UsageError
-
     if on_a_device(args) and (not args.prior or args.fit or args.pack):
         raise UsageError("--device runs the programs --prior chooses on a device reached by adb and fits its table: "
                          "add --prior TABLE, drop --fit/--pack")
@@ -42,8 +46,6 @@ def calibrate(args) -> int:
     import models
     import strategies
     from costmodel.fit import fit
-    from costmodel.measurements import write_measurements
-    from harness.results.results_dir import ResultsDir
     from harness.targets.vulkan.local.measured_nodes import load_measurements
     from strategies.calibration import MAX_ROUNDS, round_name
 
@@ -91,8 +93,6 @@ def calibrate(args) -> int:
 
 def add_few_shot_arguments(calibrate) -> None:
     """calibrate's options for a new device from a few programs."""
-    from harness.commands.option_types import positive
-
     calibrate.add_argument("--prior", metavar="TABLE", help="a new device from a few programs: another device's "
                            "table (its kept nodes beside it, NAME-nodes.jsonl.gz) chooses --budget programs, runs "
                            "them (or --fit their runs) and keeps the prior where it holds, else transfers it")
@@ -109,10 +109,6 @@ def add_few_shot_arguments(calibrate) -> None:
 def read_prior(path):
     """The ``--prior`` table at ``path`` (its fitted model built) and the measurements kept beside
     it (``NAME-nodes.jsonl.gz``)."""
-    from costmodel.measurements import read_measurements
-    from harness.errors import UsageError
-    from harness.sweep import table_check
-
     table = table_check.load_checked(path)
     nodes = Path(path).with_name(f"{Path(path).stem}-nodes.jsonl.gz")
     if not nodes.is_file():
@@ -126,7 +122,6 @@ def _sweep_chosen(args, prior, candidates) -> list[dict]:
     strategies that several models share (with ``--pack``, each program once: only its outputs
     matter here)."""
     from costmodel.program_choice import choose_programs
-    from harness.results.table import format_number
 
     if args.pack:
         args.warmup = args.iterations = args.processes = 1
@@ -193,9 +188,6 @@ def _validate(args, measurements) -> int:
     from concurrent.futures import ProcessPoolExecutor
 
     from harness.inspection import validation
-    from harness.results.results_dir import ResultsDir
-    from harness.results.table import format_number
-    from harness.sweep import fork_server
 
     out = ResultsDir(args.out)
     models = sorted(measurements.programs["model"].unique())

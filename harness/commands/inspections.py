@@ -3,16 +3,19 @@ coverage and preferences."""
 
 from pathlib import Path
 
+from costmodel.table import load
 from harness.commands import say
 from harness.commands.sweeps import start_local_workers, sweep
 from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
+from harness.results.table import format_number
+from harness.sweep import table_check
 
 
 def explain(args) -> int:
     import models
     import strategies
     from harness.inspection.explain import explain, render_explanation
-    from harness.sweep import table_check
 
     models.resolve_models(args.model)
     strategies.resolve_strategies(",".join([args.strategy] + ([args.vs] if args.vs else [])))
@@ -30,7 +33,6 @@ def explain(args) -> int:
 
 def costs(args) -> int:
     from harness.inspection.costs import cost_table, write
-    from harness.results.table import format_number
 
     try:
         table = cost_table(args.results)
@@ -50,7 +52,6 @@ def profile(args) -> int:
     import models
     import strategies
     from harness.inspection.profile import chart, profile_runs, recorded_runs, render_profile
-    from harness.results.results_dir import ResultsDir
 
     model = models.resolve_models(args.model)[0]
     names = [args.strategy] + ([args.vs] if args.vs else [])
@@ -65,13 +66,9 @@ def profile(args) -> int:
 
 def preferences(args) -> int:
     from costmodel.preferences import preferences
-    from costmodel.table import load
     from harness.inspection.preferences import render_preferences
 
-    tables = {}
-    for path in args.tables:
-        table = load(path)
-        tables[path] = table, preferences(table, path)
+    tables = {path: (table := load(path), preferences(table, path)) for path in args.tables}
     print(render_preferences(tables, args.format))
     return 0
 
@@ -79,7 +76,6 @@ def preferences(args) -> int:
 def coverage(args) -> int:
     import models
     import strategies
-    from costmodel.table import load
     from harness.inspection.kernel_coverage import (
         PricedNodesFile, catalog_models, catalog_nodes, corpus_nodes, coverage_table, corpus_path, render)
 

@@ -1,14 +1,20 @@
 """The commands that sweep or judge a sweep: run, compare and gate (calibrate's own: fitting.py)."""
 
+import copy
 from pathlib import Path
 
 from harness.commands import say
 from harness.commands.output import SweepProgress, check_columns, render_records
+from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
+from harness.results.store import RecordStore
+from harness.results.table import format_number
+from harness.sweep import table_check
+from layoutkit.files import cache_folder
 
 
 def gate(args) -> int:
     from harness.results.gate import ALLOW_INCOMPARABLE, failures, judge, parse_thresholds
-    from harness.results.table import format_number
 
     verdicts = judge(args.baseline, args.candidate, parse_thresholds(args.threshold), args.allow_incomparable)
     failing = failures(verdicts)
@@ -42,12 +48,9 @@ def gate(args) -> int:
 def sweep(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> list[dict]:
     """Measure (or reuse) models x strategies x targets into ``--out`` with a progress bar;
     the records, in plan order, and one line saying what failed, was skipped and was reused."""
-    from harness.results.store import RecordStore
     from harness.sweep.execution import Execution
-    from harness.sweep import table_check
     from harness.sweep.planning import run_sweep
     from harness.targets import HostSettings, MeasureContext, RunSettings
-    from layoutkit.files import cache_folder
 
     cache_folder()  # a cache others could write is refused before the results directory is made
     table = table_check.load_checked(args.costs) if args.costs else None  # before anything is made or started
@@ -112,15 +115,11 @@ def add_device_arguments(command) -> None:
 def on_a_device(args) -> bool:
     """Whether ``--device`` runs the programs elsewhere (``--adb`` without it refused)."""
     if args.adb and not args.device:
-        from harness.errors import UsageError
-
         raise UsageError("--adb names the adb of --device: add --device adb")
     return bool(args.device)
 
 
 def _run_on_device(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> int:
-    from harness.errors import UsageError
-
     if set(targets) - {"vulkan", "vulkan-run"}:
         raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
     _, made, records = run_made_on_device(args, lambda here: sweep(here, model_names, strategy_names, ["vulkan-run"]))
@@ -133,10 +132,6 @@ def run_made_on_device(args, make) -> tuple[Path, list[dict], list[dict]]:
     settings that run each once against eager (untimed, with this machine's runtime), then run
     on the device with ``args``' run settings, their records imported. The device's results
     directory, the records made here and the device's."""
-    import copy
-
-    from harness.errors import UsageError
-    from harness.results.results_dir import ResultsDir
     from harness.targets import RunSettings
     from harness.targets.vulkan.local import adb_device
 
@@ -156,8 +151,6 @@ def run_made_on_device(args, make) -> tuple[Path, list[dict], list[dict]]:
 
 
 def compare(args) -> int:
-    from harness.errors import UsageError
-
     judging = args.baseline or args.candidate
     if judging and (args.models or args.zoo):
         raise UsageError("--baseline/--candidate compare recorded results; drop --models/--zoo")
@@ -170,40 +163,25 @@ def compare(args) -> int:
     return run(args)
 
 
-def _lowering_seconds(records: list[dict]) -> float:
-    """What lowering ``records``' programs took: each model's export and prefix (or their
-    loads from the cache) once, each program's pass, finish and serialization."""
+def time_taken(records: list[dict], ran: bool = True) -> str:
+    """What lowering ``records``' programs took here (each model's export and prefix, or their
+    loads from the cache, once; each program's pass, finish and serialization), and where they
+    ``ran`` here, about how long the device ran them."""
     per_model = {r["model"]: sum(r.get(k) or 0 for k in ("export_seconds", "prefix_seconds", "prefix_load_seconds"))
                  for r in records}
     per_program = sum(r.get(k) or 0 for r in records for k in ("pass_seconds", "finish_seconds", "serialize_seconds"))
-    return sum(per_model.values()) + per_program
-
-
-def _device_seconds(records: list[dict]) -> float:
-    """About how long the device ran ``records``' programs: each runtime process's load, then
-    its warm-up and timed inferences at the median latency."""
-    total = 0.0
-    for record in records:
-        settings = (record.get("environment") or {}).get("run_settings") or {}
-        inferences = settings.get("warmup", 0) + (record.get("iterations") or 0)
-        total += settings.get("processes", 1) * ((record.get("load_ms") or 0) + inferences * (
-            record.get("latency_ms_median") or 0)) / 1000
-    return total
-
-
-def _device_of(records: list[dict]) -> str:
-    devices = {(r.get("environment") or {}).get("vulkan_device") for r in records} - {None}
-    return ", ".join(sorted(devices)) or "no device"
-
-
-def time_taken(records: list[dict], ran: bool = True) -> str:
-    """What lowering ``records``' programs took here, and where they ``ran`` here, about how
-    long the device ran them."""
     running = f", running them {device_time(records)}" if ran else ""
-    return f"lowering the {len(records)} programs took {_lowering_seconds(records):.0f} s here{running}"
+    return f"lowering the {len(records)} programs took {sum(per_model.values()) + per_program:.0f} s here{running}"
 
 
 def device_time(records: list[dict]) -> str:
-    """About how long, and on which device, ``records``' programs ran."""
-    return f"about {_device_seconds(records):.0f} s on {_device_of(records)}"
-
+    """About how long, and on which device, ``records``' programs ran: each runtime process's
+    load, then its warm-up and timed inferences at the median latency."""
+    seconds = 0.0
+    for record in records:
+        settings = (record.get("environment") or {}).get("run_settings") or {}
+        inferences = settings.get("warmup", 0) + (record.get("iterations") or 0)
+        seconds += settings.get("processes", 1) * ((record.get("load_ms") or 0) + inferences * (
+            record.get("latency_ms_median") or 0)) / 1000
+    devices = {(r.get("environment") or {}).get("vulkan_device") for r in records} - {None}
+    return f"about {seconds:.0f} s on {', '.join(sorted(devices)) or 'no device'}"

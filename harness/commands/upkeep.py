@@ -1,14 +1,20 @@
 """The upkeep commands: list, report, cache, runtime, serve, dashboard, pack and import-remote; and the
 packing of a calibration's programs for a device elsewhere."""
 
+import functools
 import time
 from pathlib import Path
 
-from harness.cache import ENTRY_KINDS
+import pandas as pd
+
+from harness.cache import ENTRY_KINDS, KINDS, clear, prune, usage
 from harness.commands import PROGRAM, say
 from harness.commands.option_types import device_limits
 from harness.commands.output import render_records
+from harness.errors import UsageError
+from harness.results.table import format_value
 from layoutkit import strict_json
+from layoutkit.files import MAX_SIZE_ENV, cache_folder, cache_root, cache_settings
 
 
 def add_remote_parsers(commands) -> None:
@@ -35,7 +41,6 @@ def add_remote_parsers(commands) -> None:
 
 
 def pack(args) -> int:
-    from harness.errors import UsageError
     from harness.targets.vulkan.remote import packing
 
     if args.runner and not args.bundle:
@@ -51,7 +56,6 @@ def pack(args) -> int:
 def pack_programs(args, records: list[dict], fit_command: str) -> int:
     """``--pack``: the programs swept, checked here, packed for the device, and what to do next
     (``fit_command``: the calibrate command that then fits DEVICE_RUNS)."""
-    from harness.errors import UsageError
     from harness.targets.vulkan.remote import packing
 
     if any(r["status"] != "ok" for r in records):
@@ -92,7 +96,6 @@ def report(args) -> int:
 
 
 def _report_v3(args) -> int:
-    from harness.errors import UsageError
     from harness.results.pytorch_v3 import write_v3
 
     if args.out:
@@ -113,14 +116,7 @@ def dashboard(args) -> int:
 
 
 def cache(args) -> int:
-    import pandas as pd
-
-    from harness.cache import KINDS, clear, prune, usage
-    from harness.errors import UsageError
-    from harness.results.table import format_value
-    from layoutkit.files import MAX_SIZE_ENV, cache_root, cache_settings
-
-    limit = cache_settings().max_size
+    limit, size = cache_settings().max_size, functools.partial(format_value, "pte_bytes")
     if args.unused_for is not None and args.clear is None:
         raise UsageError("--unused-for says which entries --clear removes: add --clear [KIND ...]")
     if args.clear is not None:
@@ -135,30 +131,27 @@ def cache(args) -> int:
             if tools:
                 raise UsageError(f"{', '.join(tools)}: tools, not entries; clear them whole, without --unused-for")
             kinds = args.clear or list(ENTRY_KINDS)
-            removed, size = prune(kinds, args.unused_for)
-            say(f"removed {removed} entries ({format_value('pte_bytes', size)}) unused for "
-                f"{args.unused_for} days from {', '.join(kinds)} in {cache_root()}")
+            removed, removed_bytes = prune(kinds, args.unused_for)
+            say(f"removed {removed} entries ({size(removed_bytes)}) unused for {args.unused_for} days from "
+                f"{', '.join(kinds)} in {cache_root()}")
     rows = usage()
     if args.format == "json":
         print(strict_json.dumps({"root": str(cache_root()), "max_size": limit, "kinds": rows}, indent=1))
         return 0
-    table = pd.DataFrame(rows).set_index("kind")
-    table["bytes"] = table["bytes"].map(lambda size: format_value("pte_bytes", size))
     entries = sum(r["bytes"] for r in rows if r["kind"] in ENTRY_KINDS)
     if limit is not None and entries > limit:  # the limit was lowered since the last entry was added
-        held = (f"entries {format_value('pte_bytes', entries)}, over their limit of {format_value('pte_bytes', limit)} "
-                f"({MAX_SIZE_ENV}): the least recently used that no running command uses go as soon as a command "
-                "adds an entry")
+        held = (f"entries {size(entries)}, over their limit of {size(limit)} ({MAX_SIZE_ENV}): the least recently "
+                "used that no running command uses go as soon as a command adds an entry")
     else:
-        at_most = format_value("pte_bytes", limit) if limit else "any size"
-        held = f"entries {format_value('pte_bytes', entries)} of at most {at_most}, {MAX_SIZE_ENV}"
-    print(f"{cache_root()} ({format_value('pte_bytes', sum(r['bytes'] for r in rows))}; {held})")
+        held = f"entries {size(entries)} of at most {size(limit) if limit else 'any size'}, {MAX_SIZE_ENV}"
+    print(f"{cache_root()} ({size(sum(r['bytes'] for r in rows))}; {held})")
+    table = pd.DataFrame(rows).set_index("kind")
+    table["bytes"] = table["bytes"].map(size)
     print(table[["entries", "bytes", "holds"]].to_string())
     return 0
 
 
 def runtime(args) -> int:
-    from harness.errors import UsageError
     from harness.targets import HostSettings
     from harness.targets.vulkan.local import runtime_build
 
@@ -184,9 +177,7 @@ def _describe_server(answer: dict) -> str:
 
 
 def serve(args) -> int:
-    from harness.errors import UsageError
     from harness.warm import client
-    from layoutkit.files import cache_folder
 
     cache_folder()  # a cache others could write is refused before a server is started on it
     socket_path, log = client.server_files()
