@@ -19,6 +19,7 @@ from harness.cache import ENTRY_KINDS
 from harness.commands import PROGRAM, explore, fitting, inspections, say, sweeps, top_up, upkeep
 from harness.commands.option_types import (
     add_costs_argument, add_model_and_strategies, count, device_limits, gibibytes, positive)
+from harness.errors import LayoutbenchError, MeasurementError
 from harness.results.schema import default_thresholds
 from layoutkit.files import CacheSettings, install
 
@@ -216,8 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     # A kill raises KeyboardInterrupt, as Ctrl-C does: it ends the workers and keeps finished records.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     quiet.apply(args.verbose, os.environ)
-    from harness.errors import LayoutbenchError, MeasurementError
-
     try:
         install(CacheSettings.from_environment(args.environment))  # a bad setting stops any command before it starts
         code = COMMANDS[args.command](args)

@@ -4,7 +4,8 @@ shown in Model Explorer with ExecuTorch's extension on a local port."""
 
 from harness.commands import say
 from harness.commands.option_types import add_costs_argument, add_model_and_strategies, port
-from harness.inspection.explorer_server import DEFAULT_PORT, LAST_PORT
+from harness.inspection.explorer_server import DEFAULT_PORT, LAST_PORT, free_port, require, serve
+from harness.sweep import table_check
 
 
 def add_parser(commands) -> None:
@@ -24,7 +25,6 @@ def add_parser(commands) -> None:
 def explore(args) -> int:
     import models
     import strategies
-    from harness.inspection.explorer_server import free_port, require, serve
 
     if not args.write_only:  # said before the minutes of lowering, not after
         require()
@@ -33,7 +33,6 @@ def explore(args) -> int:
     names = [args.strategy] + ([args.vs] if args.vs else [])
     strategies.resolve_strategies(",".join(names))
     from harness.inspection.explore import explore as write
-    from harness.sweep import table_check
 
     table = table_check.load_checked(args.costs) if args.costs else None
     if table is None:

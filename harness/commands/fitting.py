@@ -14,6 +14,8 @@ from harness.commands import say
 from harness.commands.option_types import positive
 from harness.commands.sweeps import (add_device_arguments, on_a_device, run_made_on_device, start_local_workers, sweep,
                                      time_taken)
+from harness.commands.top_up import top_up
+from harness.commands.upkeep import pack_programs
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
 from harness.results.table import format_number
@@ -25,8 +27,6 @@ def calibrate(args) -> int:
         raise UsageError("--device runs the programs --prior chooses on a device reached by adb and fits its table: "
                          "add --prior TABLE, drop --fit/--pack")
     if args.top_up:
-        from harness.commands.top_up import top_up
-
         return top_up(args)
     if not (args.fit or args.models or args.zoo or args.prior):
         raise UsageError("say what to calibrate on (--models or --zoo, or --prior TABLE), or which runs to fit "
@@ -59,8 +59,6 @@ def calibrate(args) -> int:
         elif prior is not None:
             records = _sweep_chosen(args, *prior)
             if args.pack:
-                from harness.commands.upkeep import pack_programs
-
                 return pack_programs(args, records, f"calibrate --fit DEVICE_RUNS --prior {args.prior}")
         else:
             names = [round_name(n) for n in range(1, args.rounds + 1)]

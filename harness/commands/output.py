@@ -4,6 +4,8 @@ records on stdout as a table, JSON or CSV."""
 import threading
 
 from harness.commands import say
+from harness.errors import UsageError
+from harness.results.schema import CONTEXT_KEYS, METRICS
 from harness.sweep.fork_server import FORK_LOCK
 from layoutkit import strict_json
 
@@ -73,8 +75,6 @@ def check_columns(columns: str | None, strategy_names: list[str]) -> None:
     record schema does not know, where every strategy is a built-in (whose own fields the
     schema lists; a plug-in may add any, so its records are what :func:`render_records` checks)."""
     import strategies
-    from harness.errors import UsageError
-    from harness.results.schema import CONTEXT_KEYS, METRICS
 
     chosen = _chosen_columns(columns)
     if not isinstance(chosen, list) or not all(strategies.is_built_in(s) for s in strategy_names):
@@ -101,8 +101,6 @@ def render_records(records: list[dict], output_format: str, columns: str | None)
         fields = set().union(*records) if records else set()
         unknown = [c for c in chosen if c not in fields]
         if unknown:
-            from harness.errors import UsageError
-
             raise UsageError(f"--columns: no record has {', '.join(unknown)}; fields: {', '.join(sorted(fields))} "
                              "(the records are kept: the same command again prints them)")
     return render_table(records, chosen)

@@ -6,9 +6,16 @@ in with ``--fit``); their measurements are folded into the table (the model's ow
 
 from pathlib import Path
 
+from costmodel.measurements import read_measurements, write_measurements
+from costmodel.table import save
 from harness.commands import say
 from harness.commands.sweeps import device_time, start_local_workers, sweep, time_taken
+from harness.commands.upkeep import pack_programs
 from harness.errors import UsageError
+from harness.results.results_dir import ResultsDir
+from harness.results.store import RecordStore
+from harness.results.table import format_number
+from harness.sweep import table_check
 from layoutkit.reference_strategies import BASELINE_STRATEGY
 
 COMPARED = f"{BASELINE_STRATEGY},ilp-time"  # the strategies a user compares: what a top-up serves by default
@@ -35,9 +42,7 @@ def top_up(args) -> int:
         start_local_workers(args)
     import models
     import strategies
-    from costmodel.measurements import read_measurements
     from harness.inspection.top_up import priced_programs, top_up_plan
-    from harness.sweep import table_check
     from strategies.calibration import top_up_round_name
 
     chosen = models.resolve_models(args.top_up)
@@ -74,8 +79,6 @@ def top_up(args) -> int:
         records = sweep(args, [model], [top_up_round_name(n) for n in range(1, rounds + 1)], ["vulkan-run"])
         say(time_taken(records, ran=not args.pack))
         if args.pack:
-            from harness.commands.upkeep import pack_programs
-
             corpus_option = f" --corpus {args.corpus}" if args.corpus else ""
             return pack_programs(args, records, f"calibrate --top-up {args.top_up} --costs {args.costs} --fit "
                                  f"DEVICE_RUNS{corpus_option} --out {args.out}")
@@ -96,8 +99,6 @@ def _measured(args, model: str, table):
         raise UsageError(f"the runs are of {measurements.device}, the table of {table.device}: where the one "
                          f"runs ET-VK as the other does, add --as-device \"{table.device}\"")
     if args.fit:
-        from harness.results.store import RecordStore
-
         records = [r for path in args.fit if Path(path).is_dir() for r in RecordStore(path).read()
                    if r["model"] == model]
         say(f"{len(measurements.programs)} programs of {model} to fold in, run {device_time(records)}")
@@ -107,11 +108,7 @@ def _measured(args, model: str, table):
 def _fold(args, model: str, names: list[str], table, corpus, before, measurements) -> int:
     """The runs folded into ``table``, the new table written and the programs priced again."""
     from costmodel.fit import topped_up
-    from costmodel.measurements import write_measurements
-    from costmodel.table import save
     from harness.inspection.top_up import priced_programs
-    from harness.results.results_dir import ResultsDir
-    from harness.results.table import format_number
 
     if args.nodes:
         say(f"measured nodes kept in {write_measurements(measurements, args.nodes)}")
