@@ -2,22 +2,20 @@
 
 ``$LAYOUTBENCH_CACHE_DIR``, else ``~/.cache/layoutbench``, holds one folder per kind (:data:`KINDS`).
 
-A :class:`DiskCache` entry is written to a temporary file and renamed into place, so a
-reader never sees half an entry; a per-entry lock makes a second process that wants the
-same entry wait for the first instead of computing it again; every entry carries its
-length and a CRC-32 of its content, so one that was truncated or damaged is detected,
-said in one line on stderr, and rebuilt, never read as a wrong value. (A CRC, not a
-cryptographic digest: it guards against accidents, not adversaries, and checks the
-hundreds of megabytes a warm run reads about six times faster than SHA-256.) A kind whose
-values hold large arrays is ``mapped``: its entries are read through a private
-copy-on-write memory map rather than copied into memory, their body starting 64-byte
-aligned, so a loader can make tensors of it in place. A folder or an entry that another
+A :class:`DiskCache` entry is written to a temporary file and renamed into place, so no
+reader sees half an entry; a per-entry lock makes a second process that wants it wait for
+the first rather than compute it again; each entry carries its length and a CRC-32 of its
+content, so a truncated or damaged one is said on stderr and rebuilt, never read as a wrong
+value (a CRC guards against accidents, not adversaries, and checks the hundreds of
+megabytes a warm run reads about six times faster than SHA-256). A ``mapped`` kind's
+entries (large arrays) are read through a private copy-on-write memory map, their body
+64-byte aligned, so a loader makes tensors of it in place. A folder or an entry another
 user could write is refused (:func:`layoutkit.files.cache_folder`): entries are unpickled,
-so one planted there would run as whoever reads it. Reading an
-entry marks it used (its modification time), so :func:`prune` can drop what no run has
-needed for a while (each change of the lowering code leaves a new prefix of every model
-behind), and adding one evicts the least recently used where the entries hold more than
-the cache's size limit, never one a running process uses (:mod:`harness.cache_limit`).
+so a planted one would run as whoever reads it. Reading an entry marks it used (its
+modification time), so :func:`prune` can drop what no run has needed for a while (each
+change of the lowering code leaves a new prefix of every model behind); adding one evicts
+the least recently used where the entries hold more than the size limit, never one a
+running process uses (:mod:`harness.cache_limit`).
 """
 
 import contextlib
@@ -31,7 +29,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-from harness.cache_limit import evict, mark_used
+from harness.cache_limit import evict, kind_files, mark_used
 from layoutkit.files import cache_folder, cache_root, file_lock, refuse_if_others_can_write
 
 FORMAT = b"layoutbench-cache-"  # then the format's number
@@ -121,11 +119,9 @@ class DiskCache:
             raise
         evict(ENTRY_KINDS, self.body_offset + len(body))
 
-    @contextlib.contextmanager
     def lock(self, key: str):
         """Held while one process fills ``key``; others wait, then find the entry."""
-        with file_lock(self.directory / f".{key}.lock"):
-            yield
+        return file_lock(self.directory / f".{key}.lock")
 
     def get(self, key: str, load: Callable[[bytes], object]) -> tuple[object, bool]:
         """(the value stored under ``key``, True), or (None, False) where there is none or
@@ -160,8 +156,7 @@ def usage() -> list[dict]:
     rows = []
     for kind, what in KINDS.items():
         directory = cache_root() / kind
-        files = [p for p in directory.rglob("*") if p.is_file() and not p.name.startswith(".")] \
-            if directory.exists() else []
+        files = [p for p in directory.rglob("*") if p.is_file() and not p.name.startswith(".")]
         rows.append({"kind": kind, "entries": len(files), "bytes": sum(p.stat().st_size for p in files),
                      "directory": str(directory), "holds": what})
     return rows
@@ -180,14 +175,9 @@ def prune(kinds: list[str], unused_for_days: int) -> tuple[int, int]:
     cutoff = time.time() - unused_for_days * 86400
     removed = removed_bytes = 0
     for kind in kinds:
-        directory = cache_root() / kind
-        for path in directory.iterdir() if directory.exists() else []:
-            try:
-                status = path.stat()
-            except FileNotFoundError:  # renamed into place or removed meanwhile
-                continue
+        for entry, status in kind_files(kind, hidden=True):
             if status.st_mtime < cutoff:
-                path.unlink(missing_ok=True)
-                removed += not path.name.startswith(".")
+                Path(entry.path).unlink(missing_ok=True)
+                removed += not entry.name.startswith(".")
                 removed_bytes += status.st_size
     return removed, removed_bytes

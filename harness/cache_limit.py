@@ -3,19 +3,18 @@
 The entries of :data:`harness.cache.ENTRY_KINDS` hold together at most
 ``$LAYOUTBENCH_CACHE_MAX_SIZE`` (``20G``, ``500M``, ``2T``: GiB, MiB, TiB; a number of
 bytes; ``0``: no limit), else :data:`layoutkit.files.DEFAULT_MAX_SIZE`: the installed
-:class:`layoutkit.files.CacheSettings`' ``max_size``. When an entry is added and they hold
-more, the least recently used go first (an entry's modification time, which a read renews:
-see :class:`harness.cache.DiskCache`) until they fit, but never one a running process has
-read or written: each process that uses the cache lists the entries it used in a file of
-``.in-use/`` there, which it holds locked while it lives and removes as it ends
-(:func:`release`). The kernel lets go of that lock however the process ends, so a killed one
-holds nothing back, and its list is removed by the next process that starts using the cache.
-So a command that needs more than the limit at once holds the cache over it until its
-processes end (a sweep's worker ends with its model, letting go of its prefix). An entry
-evicted between another process's choosing it and reading it is computed again there, as on
-a cold cache.
+:class:`layoutkit.files.CacheSettings`' ``max_size``. Adding an entry past it evicts the
+least recently used (modification time, which a read renews: see
+:class:`harness.cache.DiskCache`) until they fit, never one a running process has read or
+written: each process that uses the cache lists its entries in a file of ``.in-use/``
+there, held locked while it lives and removed as it ends (:func:`release`). The kernel lets
+go of that lock however the process ends, so a killed one holds nothing back, and the next
+process to use the cache removes its list. So a command that needs more than the limit at
+once holds the cache over it until its processes end (a sweep's worker ends with its model,
+letting go of its prefix). An entry evicted between another process's choosing and reading
+it is computed again there, as on a cold cache.
 
-The other kinds (the tools, asv's results, the warm server's logs) are not counted: they
+The other kinds (the tools, asv's results, the warm servers' logs) are not counted: they
 are cleared by hand (``layoutbench cache --clear KIND``).
 """
 
@@ -126,18 +125,8 @@ def evict(kinds, added: int) -> None:
     if uses.checked and uses.unchecked < limit // CHECKS_PER_LIMIT:
         return
     uses.checked, uses.unchecked = True, 0
-    entries = []
-    for kind in kinds:
-        directory = cache_root() / kind
-        with os.scandir(directory) if directory.is_dir() else contextlib.nullcontext([]) as listing:
-            for entry in listing:
-                if entry.name.startswith("."):  # a lock, a writer's temporary file
-                    continue
-                try:
-                    status = entry.stat()
-                except FileNotFoundError:  # evicted or replaced meanwhile
-                    continue
-                entries.append((status.st_mtime, status.st_size, f"{kind}/{entry.name}", entry.path))
+    entries = [(status.st_mtime, status.st_size, f"{kind}/{entry.name}", entry.path)
+               for kind in kinds for entry, status in kind_files(kind)]
     total = sum(size for _, size, _, _ in entries)
     if total <= limit:
         return
@@ -148,3 +137,18 @@ def evict(kinds, added: int) -> None:
         if name not in used:
             Path(path).unlink(missing_ok=True)
             total -= size
+
+
+def kind_files(kind: str, hidden: bool = False):
+    """(a :class:`os.DirEntry`, its status) of each file in ``kind``'s folder, passing over one
+    removed meanwhile; the locks and writers' temporary files (named ``.*``) only where ``hidden``."""
+    directory = cache_root() / kind
+    with os.scandir(directory) if directory.is_dir() else contextlib.nullcontext([]) as listing:
+        for entry in listing:
+            if entry.name.startswith(".") and not hidden:
+                continue
+            try:
+                status = entry.stat()
+            except FileNotFoundError:  # evicted, or renamed into place, meanwhile
+                continue
+            yield entry, status
