@@ -1,14 +1,8 @@
 """The harness's errors; the shared base classes live in the shared kernel, :mod:`layoutkit.errors`."""
 
 from layoutkit.errors import (  # noqa: F401  (re-exported: the one set of error classes)
-    InvalidAssignmentError,
-    InvalidModelError,
-    LayoutbenchError,
-    MeasurementError,
-    UnavailableError,
-    UnknownNameError,
-    UsageError,
-)
+    InvalidAssignmentError, InvalidModelError, LayoutbenchError, MeasurementError, UnavailableError, UnknownNameError,
+    UsageError)
 
 
 class ModelExportError(MeasurementError):

@@ -5,19 +5,18 @@ command starts in milliseconds instead of the seconds those imports take.
 ``layoutbench serve`` starts one (:mod:`harness.warm.server`); from then on the
 ``layoutbench`` executable hands each command to it (:mod:`harness.warm.client`) with its
 arguments, working directory, environment and standard streams, and exits as the command
-does. The server imports none of layoutbench's code but this package (and, with ``harness``,
+does. Of layoutbench's code the server imports only this package (and, with ``harness``,
 :mod:`layoutkit.source_loader`, through which each command imports the rest from its
-source): each command imports it afresh in its child, so an edited strategy is the one
-measured. What the server did import is checked before every command; if a file of it
-changed (an upgraded package), the server declines, the command runs without it, and the
-server starts again. A command runs without it too where its result could differ: an
-environment other than the server's (variables that libraries read at import), another
-process context (CPU affinity, niceness, resource limits: ``taskset``, ``nice``, ``ulimit``;
-the interpreter's flags: ``python -O``), or ``--verbose`` (what libraries print at import
-belongs to the command). The signals the caller ignores (``nohup``, ``&`` in a script) and
-blocks, the command's child ignores and blocks too, and its random generators (torch's too)
-are seeded anew, as a new process's are. A cgroup is not compared (each terminal of a
-desktop session may have its own): a command that must run under a cgroup's limits
+source, afresh in its child: an edited strategy is the one measured). The files it did
+import are checked before every command; where one changed (an upgraded package), it
+declines, the command runs without it, and it starts again. A command runs without it too
+where its result could differ: another environment (variables libraries read at import),
+another process context (CPU affinity, niceness, resource limits: ``taskset``, ``nice``,
+``ulimit``; the interpreter's flags: ``python -O``), or ``--verbose`` (what libraries print
+at import belongs to the command). The command's child ignores and blocks the signals the
+caller does (``nohup``, ``&`` in a script), and its random generators (torch's too) are
+seeded anew, as a new process's are. A cgroup is not compared (each terminal of a desktop
+session may have its own): a command that must run under a cgroup's limits
 (``systemd-run -p ...``) sets ``LAYOUTBENCH_NO_SERVER=1``.
 
 What the client and the server share is here; it imports nothing of layoutbench, since the
@@ -72,7 +71,6 @@ CATCHABLE_SIGNALS = [number for number in signal.Signals if number not in (signa
 def ignored_signals() -> list[int]:
     """The signals this process ignores (a caller's ``nohup`` or ``&``, and Python's own SIGPIPE)."""
     return [number for number in CATCHABLE_SIGNALS if signal.getsignal(number) == signal.SIG_IGN]
-
 
 
 def private_folder_problem(folder: Path) -> str | None:

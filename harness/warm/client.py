@@ -67,24 +67,22 @@ def _connect() -> socket.socket | None:
         return None
     if problem:
         raise Declined(problem)
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(ANSWER_TIMEOUT)
-    try:
-        connection.connect(str(path))
-        peer = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-    except (FileNotFoundError, ConnectionRefusedError):
-        connection.close()
-        return None
-    except (BlockingIOError, TimeoutError):
-        connection.close()
-        raise Declined(NO_ANSWER) from None
-    except OSError as error:
-        connection.close()
-        raise Declined(f"{path} could not be reached ({error.strerror})") from None
-    if peer[1] != os.getuid():
-        connection.close()
-        raise Declined(f"{path} is served by another user's process {peer[0]}")
-    return connection
+    with contextlib.ExitStack() as closing:  # unless it is returned
+        connection = closing.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        connection.settimeout(ANSWER_TIMEOUT)
+        try:
+            connection.connect(str(path))
+            pid, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return None
+        except (BlockingIOError, TimeoutError):
+            raise Declined(NO_ANSWER) from None
+        except OSError as error:
+            raise Declined(f"{path} could not be reached ({error.strerror})") from None
+        if uid != os.getuid():
+            raise Declined(f"{path} is served by another user's process {pid}")
+        closing.pop_all()
+        return connection
 
 
 def _ask(message: dict) -> dict | None:

@@ -63,10 +63,6 @@ def ours(name: str) -> bool:
     return name.split(".")[0] in OWN_PACKAGES
 
 
-def _outside(name: str) -> bool:
-    return not ours(name) and name not in ("__main__", "__mp_main__")
-
-
 def scout() -> list[str]:
     """The modules, outside layoutbench's packages, that importing all of those imports, in
     import order; found in a forked child, so this process imports none of layoutbench."""
@@ -77,7 +73,8 @@ def scout() -> list[str]:
             try:
                 for package in OWN_PACKAGES:
                     _import_all(package)
-                names = [n for n, m in sys.modules.items() if _outside(n) and getattr(m, "__file__", None)]
+                names = [n for n, m in sys.modules.items()
+                         if not ours(n) and n not in ("__main__", "__mp_main__") and getattr(m, "__file__", None)]
                 Path(found.name).write_text("\n".join(names))
                 code = 0
             finally:

@@ -26,13 +26,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.warm import (
-    differences,
-    encode,
-    environment_difference,
-    private_folder_problem,
-    process_context,
-)
+from harness.warm import differences, encode, environment_difference, private_folder_problem, process_context
 from harness.warm.command_process import run_command
 from harness.warm.preload import ImportedFiles, ours, preload, scout
 
