@@ -4,6 +4,9 @@ number, or say in one line what was expected; and the arguments several commands
 import argparse
 import os
 
+from costmodel.device_limits import DeviceLimits
+from costmodel.table import COSTS_ENV
+
 
 def whole_number(minimum: int, maximum: int | None = None):
     """An argparse type: a whole number of at least ``minimum`` (and at most ``maximum``)."""
@@ -35,8 +38,6 @@ def gibibytes(text: str) -> int:
 
 def device_limits(text: str):
     """An argparse type: a device's limits, ``maxImageDimension3D=16384,...`` (:mod:`costmodel.device_limits`)."""
-    from costmodel.device_limits import DeviceLimits
-
     try:
         return DeviceLimits.parse(text)
     except ValueError as error:
@@ -52,7 +53,5 @@ def add_model_and_strategies(command, vs_help: str) -> None:
 
 def add_costs_argument(command, what: str) -> None:
     """--costs: a device's cost table (default $LAYOUTBENCH_COSTS), for ``what``."""
-    from costmodel.table import COSTS_ENV
-
     command.add_argument("--costs", metavar="FILE", default=os.environ.get(COSTS_ENV),
                          help=f"a device's GPU cost table: {what} (default: ${COSTS_ENV})")

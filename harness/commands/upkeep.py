@@ -74,8 +74,7 @@ def pack_programs(args, records: list[dict], fit_command: str) -> int:
 def import_remote(args) -> int:
     from harness.targets.vulkan.local.remote_import import import_remote
 
-    records = import_remote(args.results, args.archive, args.out, args.copy_programs, args.device,
-                           args.limits)
+    records = import_remote(args.results, args.archive, args.out, args.copy_programs, args.device, args.limits)
     print(render_records(records, args.format, args.columns))
     failed = [r for r in records if r["status"] == "failed"]
     for record in failed:
@@ -192,8 +191,7 @@ def serve(args) -> int:
             return 0
         answer = client.status()
         if answer is None:
-            say(f"starting a warm server: it imports torch, ExecuTorch and the other libraries once "
-                f"(log: {log})")
+            say(f"starting a warm server: it imports torch, ExecuTorch and the other libraries once (log: {log})")
             answer = client.start(args.environment, args.idle_minutes)
     except (client.Declined, RuntimeError) as problem:  # a socket not the user's, a server that did not start
         raise UsageError(str(problem)) from None
@@ -206,8 +204,7 @@ def list_names(args) -> int:
     if args.what in ("models", "zoos"):
         import models
 
-        names = (models.list_zoos() if args.what == "zoos"
-                 else models.list_models(zoo=args.zoo) if args.zoo else models.list_models())
+        names = models.list_zoos() if args.what == "zoos" else models.list_models(zoo=args.zoo or None)
     elif args.what == "strategies":
         import strategies
 
