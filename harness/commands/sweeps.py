@@ -98,10 +98,14 @@ def run(args) -> int:
     targets = resolve_targets(args.target)
     check_columns(args.columns, strategy_names)  # a usage error measures nothing
     if on_a_device(args):
-        return _run_on_device(args, model_names, strategy_names, targets)
-    records = sweep(args, model_names, strategy_names, targets)
+        if set(targets) - {"vulkan", "vulkan-run"}:
+            raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
+        _, made, records = run_made_on_device(
+            args, lambda here: sweep(here, model_names, strategy_names, ["vulkan-run"]))
+    else:
+        made, records = [], sweep(args, model_names, strategy_names, targets)
     print(render_records(records, args.format, args.columns))
-    return 1 if any(r["status"] == "failed" for r in records) else 0
+    return 1 if any(r["status"] == "failed" for r in made + records) else 0
 
 
 def add_device_arguments(command) -> None:
@@ -117,14 +121,6 @@ def on_a_device(args) -> bool:
     if args.adb and not args.device:
         raise UsageError("--adb names the adb of --device: add --device adb")
     return bool(args.device)
-
-
-def _run_on_device(args, model_names: list[str], strategy_names: list[str], targets: list[str]) -> int:
-    if set(targets) - {"vulkan", "vulkan-run"}:
-        raise UsageError(f"--device runs Vulkan programs: drop --target {args.target}")
-    _, made, records = run_made_on_device(args, lambda here: sweep(here, model_names, strategy_names, ["vulkan-run"]))
-    print(render_records(records, args.format, args.columns))
-    return 1 if any(r["status"] == "failed" for r in made + records) else 0
 
 
 def run_made_on_device(args, make) -> tuple[Path, list[dict], list[dict]]:
