@@ -46,7 +46,6 @@ def explore(args) -> int:
     if explored.undrawn:
         say(f"{len(explored.undrawn)} nodes ET-VK added that read only weights are not drawn")
     print("\n".join(str(path) for path in [explored.etrecord, *explored.overlays]))
-    if args.write_only:
-        return 0
-    serve(explored.etrecord, explored.overlays, served_port, open_browser=not args.no_browser)
+    if not args.write_only:
+        serve(explored.etrecord, explored.overlays, served_port, open_browser=not args.no_browser)
     return 0
