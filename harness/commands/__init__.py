@@ -1,7 +1,7 @@
 """The command line's commands, each a function of its parsed arguments that returns the
-exit status (:mod:`harness.cli` parses and dispatches): sweeps (run, compare, gate,
-calibrate), inspections (explain, profile, costs, preferences) and upkeep (list, report,
-cache, runtime, dashboard, pack, import-remote)."""
+exit status (:mod:`harness.cli` parses and dispatches): sweeps (run, compare, gate), fitting
+and top_up (calibrate), inspections (explain, profile, costs, coverage, preferences), explore
+and upkeep (list, report, cache, runtime, serve, dashboard, pack, import-remote)."""
 
 import sys
 
