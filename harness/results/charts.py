@@ -60,6 +60,14 @@ def change_axis(baseline: str) -> str:
     return f"change vs {baseline} (%)"
 
 
+def _change_panel(axes, label: str, baseline: str) -> None:
+    axes.axvline(0, color="#444", linewidth=0.8)
+    axes.set_title(_title(label), fontsize=9)
+    axes.set_xlabel(change_axis(baseline))
+    axes.grid(axis="x", color="#ddd", linewidth=0.6)
+    axes.set_axisbelow(True)
+
+
 def per_model(changes: dict[str, pd.DataFrame], palette: dict, baseline: str) -> bytes:
     """Horizontal bars: per model (rows, largest drop of the first panel on top) and
     strategy (colours), the change of each metric (panels, keyed by label) relative to the
@@ -84,14 +92,10 @@ def per_model(changes: dict[str, pd.DataFrame], palette: dict, baseline: str) ->
                           markerfacecolor="white", markeredgecolor=palette[strategy], zorder=3)
                 for position in positions[np.isinf(column.to_numpy(dtype=float))]:
                     axes.text(0, position, " from 0", va="center", fontsize=7, color=palette[strategy])
-            axes.axvline(0, color="#444", linewidth=0.8)
+            _change_panel(axes, label, baseline)
             axes.use_sticky_edges = False  # room beyond the longest bar and the zero line
             axes.margins(x=0.08)
             axes.xaxis.set_major_locator(MaxNLocator(nbins=5))
-            axes.set_title(_title(label), fontsize=9)
-            axes.set_xlabel(change_axis(baseline))
-            axes.grid(axis="x", color="#ddd", linewidth=0.6)
-            axes.set_axisbelow(True)
         panels[0][0].set_yticks(range(len(models)), models)
         panels[0][0].set_ylim(len(models) - 0.5, -0.5)
         _legend(figure, strategies, palette)
@@ -117,11 +121,7 @@ def distribution(changes: dict[str, pd.DataFrame], palette: dict, baseline: str)
             counts = [_counts(change[s].dropna()) for s in rows]
             axes.set_yticks(range(len(rows)), [f"{s}\n{c}" for s, c in zip(rows, counts)])
             axes.set_ylim(len(rows) - 0.5, -0.5)
-            axes.axvline(0, color="#444", linewidth=0.8)
-            axes.set_title(_title(label), fontsize=9)
-            axes.set_xlabel(change_axis(baseline))
-            axes.grid(axis="x", color="#ddd", linewidth=0.6)
-            axes.set_axisbelow(True)
+            _change_panel(axes, label, baseline)
         return _svg(figure)
 
 
