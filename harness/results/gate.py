@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, higher_is_better
+from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, higher_is_better, no_value
 from harness.results.frames import frame
 from harness.results.prediction_trust import difference_note, listed, trust_notes
 from harness.results.store import MalformedRecordError, RecordStore, latest
@@ -90,17 +90,8 @@ def _records(directory: str | Path, role: str) -> pd.DataFrame:
     records = latest(store.read())
     if not records:
         raise GateError(f"{role} results {store.path} hold no records")
-    valueless = [{m for m in METRICS if m in record and _no_value(record[m])} for record in records]
+    valueless = [{m for m in METRICS if m in record and no_value(record[m])} for record in records]
     return frame(records).assign(**{VALUELESS: valueless}).set_index(list(IDENTITY_KEYS))
-
-
-def _no_value(value) -> bool:
-    return value is None or pd.isna(value)
-
-
-def _value(record: pd.Series, metric: str):
-    value = record.get(metric)
-    return None if _no_value(value) else float(value)
 
 
 def _measured_for_gating(record: pd.Series, metric: str) -> bool:
@@ -111,13 +102,14 @@ def _measured_for_gating(record: pd.Series, metric: str) -> bool:
 
 def _gated(record: pd.Series, metric: str) -> float | None:
     """``metric`` of ``record`` where it has a value measured the way the schema requires for gating it."""
-    return _value(record, metric) if _measured_for_gating(record, metric) else None
+    value = record.get(metric)
+    return None if no_value(value) or not _measured_for_gating(record, metric) else float(value)
 
 
 def _why_not_gated(record: pd.Series, metric: str) -> str:
     """Why a candidate record's ``metric`` cannot be compared (see :func:`_gated`)."""
     value, condition = record.get(metric), METRICS[metric].gated_where
-    if _no_value(value):
+    if no_value(value):
         return "no value"
     return f"{condition[0]} {record.get(condition[0])!r} (not {condition[1]!r})"
 
@@ -132,7 +124,7 @@ def _trust(base: pd.Series, cand: pd.Series, metric: str) -> str | None:
         return None
     notes = []
     measured = cand.get("predicted_measured_share")
-    if not _no_value(measured) and measured < MOSTLY_FITTED:
+    if not no_value(measured) and measured < MOSTLY_FITTED:
         notes.append(f"mostly fitted: {100 * measured:.0f} % measured on this model")
     notes += [*trust_notes(cand), difference_note(base, cand)]
     return "; ".join(filter(None, notes)) or None
@@ -158,7 +150,7 @@ class Basis:
         if not self.applies(METRICS[metric]):
             return None
         before, after = self.named_by(baseline), self.named_by(candidate)
-        if _no_value(before) or _no_value(after) or before == after:
+        if no_value(before) or no_value(after) or before == after:
             return None
         return f"{self.how} ({before!r} vs {after!r})"
 
@@ -180,6 +172,10 @@ def _place(identity: dict) -> str:
     return " / ".join(str(identity[k]) for k in IDENTITY_KEYS)
 
 
+def _row(identity: dict, metric: str, verdict: str, note: str | None, **values) -> dict:
+    return {**identity, "metric": metric, **values, "verdict": verdict, "note": note}
+
+
 def _status(role: str, record: pd.Series | None) -> str:
     """What ``role``'s record of an identity is, where it is not ok, in words."""
     return f"not in {role}" if record is None else f"{role} {record['status']}: {record['reason']}"
@@ -190,21 +186,19 @@ def _compare(identity: dict, base: pd.Series, cand: pd.Series | None, thresholds
     """The rows of one identity the baseline has ok; metrics measured differently go into
     ``incomparable`` (how -> where) unless ``allow_incomparable``."""
     if cand is None or cand["status"] != "ok":
-        return [{**identity, "metric": "status", "verdict": "missing", "note": _status("candidate", cand)}]
+        return [_row(identity, "status", "missing", _status("candidate", cand))]
     rows, refused = [], False
     for threshold in thresholds:
         metric = threshold.metric
         before, after = _gated(base, metric), _gated(cand, metric)
         if before is None:
             if after is not None and metric in base[VALUELESS] and _measured_for_gating(base, metric):
-                rows.append({**identity, "metric": metric, "candidate": after, "verdict": "missing",
-                             "note": f"{metric} {format_number(after)} in the candidate, no value in the "
-                                     "baseline: cannot compare"})
+                rows.append(_row(identity, metric, "missing", f"{metric} {format_number(after)} in the candidate, "
+                                 "no value in the baseline: cannot compare", candidate=after))
             continue
         if after is None:
-            rows.append({**identity, "metric": metric, "baseline": before, "verdict": "missing",
-                         "note": f"{metric} {format_number(before)} in the baseline, "
-                                 f"{_why_not_gated(cand, metric)} in the candidate: cannot compare"})
+            rows.append(_row(identity, metric, "missing", f"{metric} {format_number(before)} in the baseline, "
+                             f"{_why_not_gated(cand, metric)} in the candidate: cannot compare", baseline=before))
             continue
         differences = list(filter(None, (basis.difference(base, cand, metric) for basis in BASES)))
         if differences and not allow_incomparable:
@@ -216,15 +210,12 @@ def _compare(identity: dict, base: pd.Series, cand: pd.Series | None, thresholds
         verdict = "ok" if threshold.allows(before, after) else "worse"
         if verdict == "ok" and threshold.worsening(before, after) < 0:
             verdict = "better"
-        rows.append({
-            **identity, "metric": metric, "baseline": before, "candidate": after,
-            "delta": after - before, "delta_pct": 100 * (after - before) / before if before else None,
-            "threshold": str(threshold), "verdict": verdict,
-            "note": "; ".join(filter(None, (_trust(base, cand, metric), across))) or None,
-        })
+        note = "; ".join(filter(None, (_trust(base, cand, metric), across))) or None
+        rows.append(_row(identity, metric, verdict, note, baseline=before, candidate=after, delta=after - before,
+                         delta_pct=100 * (after - before) / before if before else None, threshold=str(threshold)))
     if not rows and not refused:
-        rows.append({**identity, "metric": "status", "verdict": "uncompared",
-                     "note": "no gated metric of the baseline record has a value the gate can compare"})
+        rows.append(_row(identity, "status", "uncompared",
+                         "no gated metric of the baseline record has a value the gate can compare"))
     return rows
 
 
@@ -257,10 +248,10 @@ def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[
         if base is not None and base["status"] == "ok":
             rows += _compare(identity, base, cand, thresholds, allow_incomparable, incomparable)
         elif cand is not None and cand["status"] == "ok":
-            rows.append({**identity, "metric": "status", "verdict": "new", "note": _status("baseline", base)})
+            rows.append(_row(identity, "status", "new", _status("baseline", base)))
         else:
-            rows.append({**identity, "metric": "status", "verdict": "uncompared",
-                         "note": f"{_status('baseline', base)}; {_status('candidate', cand)}"})
+            rows.append(_row(identity, "status", "uncompared",
+                             f"{_status('baseline', base)}; {_status('candidate', cand)}"))
     if incomparable:
         measured = "; ".join(f"{how}: {listed(places)}" for how, places in incomparable.items())
         raise GateError(f"the baseline and the candidate were measured {measured}: their values are not "

@@ -9,10 +9,9 @@ run's own columns (timestamp, repository, commit, workflow and job) are the acti
 """
 
 import json
-import math
 from pathlib import Path
 
-from harness.results.schema import METRICS
+from harness.results.schema import METRICS, no_value
 from harness.results.store import RecordStore, latest
 from layoutkit.errors import UsageError, write_error
 from layoutkit.files import write_whole
@@ -42,13 +41,7 @@ def v3_records(record: dict) -> list[dict]:
         "name": name, "benchmark_values": [float(record[name])], "target_value": 0.0,
         "extra_info": _strings({"unit": METRICS[name].unit, "label": METRICS[name].label,
                                 "cost_table": environment.get("gpu_costs") if METRICS[name].priced else None})}}
-            for name in V3_METRICS if _has_value(record.get(name))]
-
-
-def _has_value(value) -> bool:
-    """As :func:`harness.results.schema.bad_value` reads a metric: null and NaN (which records
-    written by other tools may hold) are no value."""
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
+            for name in V3_METRICS if not no_value(record.get(name))]
 
 
 def write_v3(results: str | Path, out: str | Path) -> int:

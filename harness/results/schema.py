@@ -193,13 +193,17 @@ NEVER_NEGATIVE = {"count": "count", "bytes": "size", "cycles": "count", "seconds
                   "error": "error", "per_second": "rate", "hertz": "frequency"}
 
 
+def no_value(value) -> bool:
+    """Whether a metric's ``value`` is none: null, or NaN (which records written by other tools may hold)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def bad_value(name: str, value) -> str | None:
-    """Why ``value`` cannot be metric ``name``'s (null and NaN are no value, not a bad one), or None:
+    """Why ``value`` cannot be metric ``name``'s (no value is not a bad one), or None:
     a metric is a finite number a float holds (a boolean only where its unit is one), and a
     count, a size or a time is never negative."""
     unit = METRICS[name].unit
-    no_value = value is None or (isinstance(value, float) and math.isnan(value))
-    if no_value or (isinstance(value, bool) and unit == "bool"):
+    if no_value(value) or (isinstance(value, bool) and unit == "bool"):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{value!r}, not a number"
