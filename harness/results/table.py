@@ -10,7 +10,8 @@ from harness.results.schema import METRICS
 from harness.results.frames import frame, with_derived
 from layoutkit import strict_json
 
-_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_DECIMAL = (("G", 1e9), ("M", 1e6), ("k", 1e3))
 
 
 def format_number(value: float) -> str:
@@ -19,19 +20,13 @@ def format_number(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:.4g}"
 
 
-def _bytes(value: float) -> str:
-    for name, size in _UNITS:
-        if abs(value) >= size:
-            return f"{value / size:.3g} {name}"
-    return f"{value:,.0f} B"
-
-
 def _seconds(value: float) -> str:
     return f"{value * 1000:.3g} ms" if abs(value) < 1 else f"{value:,.3g} s" if abs(value) < 1000 else f"{value:,.0f} s"
 
 
-def _large(value: float, unit: str) -> str:
-    for name, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+def _prefixed(value: float, unit: str, prefixes=_DECIMAL) -> str:
+    """``value`` in ``unit`` with the largest of ``prefixes`` it reaches."""
+    for name, size in prefixes:
         if abs(value) >= size:
             return f"{value / size:.3g} {name}{unit}"
     return f"{value:,.0f} {unit}".rstrip()
@@ -51,14 +46,14 @@ FORMATS = {
     # an ILP's objective, in its own units (a count, bytes, ms); a calibration round's is the
     # negative of what it covers
     "score": format_number,
-    "bytes": _bytes,
+    "bytes": lambda v: _prefixed(v, "B", _BINARY),
     "seconds": _seconds,
     "ms": lambda v: _seconds(v / 1000),
     "fraction": lambda v: f"{100 * v:.3g} %" if abs(v) >= 1e-9 else "0 %",  # no float noise (1e-14 %)
     "change": _change,  # not a metric's unit: a metric's change relative to a baseline
-    "cycles": lambda v: _large(v, ""),
+    "cycles": lambda v: _prefixed(v, ""),
     "per_second": lambda v: f"{v:.3g}/s",
-    "hertz": lambda v: _large(v, "Hz"),
+    "hertz": lambda v: _prefixed(v, "Hz"),
     "error": lambda v: f"{v:.2g}",
     "bool": lambda v: "yes" if v else "no",
 }
