@@ -1,18 +1,15 @@
 """Result records: one JSON object per (model, strategy, target), appended as produced.
 
-A sweep writes each record the moment it exists, so an interrupted sweep keeps what it
-finished, and a re-run into the same directory reuses every record ``ok`` with the same
-identity (``harness.sweep.planning`` says what that is). ``read`` upgrades records of
-earlier schema versions; :mod:`harness.results.frames` makes pandas tables of them.
-Targets without a pluggable layout pass (Arm) record the strategy as null.
+A sweep writes each record the moment it exists, so an interrupted sweep keeps what it finished, and a
+re-run into the same directory reuses every ``ok`` record of the same identity (``harness.sweep.planning``).
+``read`` upgrades records of earlier schema versions; :mod:`harness.results.frames` makes pandas tables of
+them. Targets without a pluggable layout pass (Arm) record the strategy as null.
 
-One process writes a results directory at a time (:meth:`RecordStore.writing`, held for a
-whole sweep), so no record is ever a duplicate: a sweep's lines are one unbroken run, with
-each (model, strategy, target) of its plan at most once: measured, reused where the file
-does not hold it yet, or skipped where the file's latest record of it is not that same
-skip; a second sweep into the directory starts when the first ends,
-and then reuses what the first measured (with ``--fresh``, measures it again: a run of
-its own lines after the first's).
+One process writes a results directory at a time (:meth:`RecordStore.writing`, held for a whole sweep), so
+no record is ever a duplicate: a sweep's lines are one unbroken run holding each (model, strategy, target)
+of its plan at most once (measured, reused where the file lacks it, or skipped unless the file's latest
+record is that same skip); a second sweep starts when the first ends and reuses what it measured (with
+``--fresh``, measures it again).
 """
 
 import contextlib
@@ -34,10 +31,8 @@ from layoutkit.files import file_lock
 def make_record(model: str, strategy: str | None, target: str, status: str, reason=None, **fields) -> dict:
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
-    record = {"model": model, "strategy": strategy, "target": target, "status": status, "reason": reason,
-              "schema_version": SCHEMA_VERSION}
-    record.update(fields)
-    return record
+    return {"model": model, "strategy": strategy, "target": target, "status": status, "reason": reason,
+            "schema_version": SCHEMA_VERSION, **fields}
 
 
 def key(record: dict) -> tuple:
@@ -95,10 +90,10 @@ class RecordStore:
         self._reported: list[int] = []  # the lines already named as not records
 
     def read(self) -> list[dict]:
-        """The records, in the order written. A line that holds no record (cut short by a
-        kill, written by hand or by another tool, a field no reader could use) is skipped and
-        named on stderr; records with values no reader can use (:func:`~harness.results.schema.bad_values`)
-        raise :class:`MalformedRecordError`, naming every such line."""
+        """The records, in the order written. A line that holds no record (cut short by a kill, written
+        by hand or by another tool, a field no reader could use) is skipped and named on stderr; records
+        with values no reader can use (:func:`~harness.results.schema.bad_values`) raise
+        :class:`MalformedRecordError`, naming every such line."""
         if not self.path.exists():
             return []
         records, skipped, malformed = [], [], []
@@ -151,24 +146,20 @@ class RecordStore:
             handle.truncate(0)
             handle.write(json.dumps(_this_process()))
             handle.flush()
-            self._remove_empty_crash_logs()
+            # Workers' crash logs left empty by a sweep killed before it could remove them: no other sweep
+            # writes here now, so no worker of one still writes them.
+            for crash_log in self.layout.worker_crash_logs():
+                remove_if_empty(crash_log)
             try:
                 yield
             finally:
                 handle.truncate(0)
 
-    def _remove_empty_crash_logs(self) -> None:
-        """Workers' crash logs left empty by a sweep killed before it could remove them: no other
-        sweep writes here now, so no worker of one still writes them."""
-        for log in self.layout.worker_crash_logs():
-            remove_if_empty(log)
-
     def append(self, record: dict) -> dict:
-        """Write ``record`` as the file's last line, in strict JSON; the record as JSON gives it
-        back (lists for tuples, null for NaN and infinities, strings for what else JSON cannot
-        hold), as a later read would. A write that
-        fails (a full disk) leaves the file as it was and raises a one-line error: never half
-        a line."""
+        """Write ``record`` as the file's last line, in strict JSON, and give it back as a later read
+        would (lists for tuples, null for NaN and infinities, strings for what else JSON cannot hold).
+        A write that fails (a full disk) leaves the file as it was and raises a one-line error: never
+        half a line."""
         line = strict_json.dumps(record, default=str).encode() + b"\n"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
