@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, higher_is_better, no_value
+from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, no_value
 from harness.results.frames import frame
 from harness.results.prediction_trust import difference_note, listed, trust_notes
 from harness.results.store import MalformedRecordError, RecordStore, latest
@@ -46,7 +46,7 @@ class Threshold:
 
     def worsening(self, baseline: float, candidate: float) -> float:
         change = candidate - baseline
-        return -change if higher_is_better(self.metric) else change
+        return -change if METRICS[self.metric].better == "higher" else change
 
     def allows(self, baseline: float, candidate: float) -> bool:
         allowed = abs(baseline) * self.limit if self.relative else self.limit

@@ -165,10 +165,6 @@ def metric(name: str) -> Metric:
     return METRICS[name]
 
 
-def higher_is_better(name: str) -> bool:
-    return name in METRICS and METRICS[name].better == "higher"
-
-
 def default_thresholds() -> str:
     """The gate's default: every metric with a default threshold (deterministic ones, and
     latency where the runtime's events measured it)."""
