@@ -40,9 +40,7 @@ def harness_commit() -> str:
 @functools.cache
 def provenance() -> dict:
     return {
-        "torch_version": _package_version("torch"),
-        "executorch_version": _package_version("executorch"),
-        "timm_version": _package_version("timm"),
+        **{f"{name}_version": _package_version(name) for name in ("torch", "executorch", "timm")},
         "layoutbench_commit": harness_commit(),
         "machine": platform.node(),
         "cpu": platform.processor() or platform.machine(),
