@@ -1,16 +1,13 @@
-"""The regression gate: a candidate results directory judged against a baseline one.
+"""The regression gate: a candidate results directory (``layoutbench run``) judged against a baseline one.
 
-Both directories are written by ``layoutbench run``. Every (model, strategy, target)
-the baseline has ``ok`` must be ``ok`` in the candidate too, every gated metric the baseline
-has must be there to compare in the candidate (a null, a NaN or another way of measuring it
-is a failure, never a pass), and none may grow past its threshold. Thresholds are absolute
-(``transitions=0``: not one more) or relative (``transition_bytes=5%``). Every metric is
-lower-is-better except those the schema calls higher-is-better (inferences per second),
-where a drop is what is limited. A metric the schema gates only where records say how it
-was measured (latency: timed by the runtime's events, ``latency_source``) is gated where
-the baseline says so, and then fails where the candidate does not. Values are compared only
-between records measured alike (one device, precision and cost table: :data:`BASES`), unless
-the user asks otherwise; and a gate that compared nothing is no pass.
+Every (model, strategy, target) the baseline has ``ok`` must be ``ok`` in the candidate, every gated metric
+the baseline has must be there to compare (a null, a NaN or another way of measuring it fails, never passes),
+and none may get worse past its threshold: absolute (``transitions=0``: not one more) or relative
+(``transition_bytes=5%``); worse is higher, or lower for the metrics the schema calls higher-is-better
+(inferences per second). A metric the schema gates only where records say how it was measured (latency
+timed by the runtime's events, ``latency_source``) is gated where the baseline says so, and then fails where
+the candidate does not. Values are compared only between records measured alike (one device, precision and
+cost table: :data:`BASES`) unless the user asks otherwise; a gate that compared nothing is no pass.
 """
 
 import math
@@ -221,15 +218,13 @@ def _compare(identity: dict, base: pd.Series, cand: pd.Series | None, thresholds
 
 def judge(baseline_dir: str | Path, candidate_dir: str | Path, thresholds: list[Threshold],
           allow_incomparable: bool = False) -> pd.DataFrame:
-    """One row per (model, strategy, target, metric) gated, with the verdict.
-
-    Verdicts: ``ok``, ``better``, ``worse`` (past the threshold), ``missing`` (the candidate
-    has no ok record where the baseline has one, or one side has no value to compare where the
-    other has one), ``new`` (only the candidate has it ok), ``uncompared`` (a row of ``status``:
-    neither has it ok, or the baseline's has no gated metric to compare). Records no reader can
-    use, in either directory, raise one :class:`MalformedRecordError` naming each; a gate that
-    would compare nothing, or values measured on different devices, in different precisions or
-    by different cost tables (:data:`BASES`; unless ``allow_incomparable``), a :class:`GateError`.
+    """One row per (model, strategy, target, metric) gated, with the verdict: ``ok``, ``better``,
+    ``worse`` (past the threshold), ``missing`` (the candidate has no ok record where the baseline has
+    one, or one side has no value to compare where the other has one), ``new`` (only the candidate has it
+    ok), ``uncompared`` (a row of ``status``: neither has it ok, or the baseline's has no gated metric to
+    compare). Records no reader can use, in either directory, raise one :class:`MalformedRecordError`
+    naming each; a gate that would compare nothing, or values measured on different devices, in different
+    precisions or by different cost tables (:data:`BASES`; unless ``allow_incomparable``), a :class:`GateError`.
     """
     read, malformed = {}, []
     for role, directory in (("baseline", baseline_dir), ("candidate", candidate_dir)):
