@@ -52,17 +52,13 @@ def _legend(figure, strategies, palette) -> None:
     figure.legend(handles, strategies, loc="outside upper center", ncols=min(len(strategies), 6), frameon=False)
 
 
-def _title(label: str) -> str:
-    return textwrap.fill(label, 34)
-
-
 def change_axis(baseline: str) -> str:
     return f"change vs {baseline} (%)"
 
 
 def _change_panel(axes, label: str, baseline: str) -> None:
     axes.axvline(0, color="#444", linewidth=0.8)
-    axes.set_title(_title(label), fontsize=9)
+    axes.set_title(textwrap.fill(label, 34), fontsize=9)
     axes.set_xlabel(change_axis(baseline))
     axes.grid(axis="x", color="#ddd", linewidth=0.6)
     axes.set_axisbelow(True)

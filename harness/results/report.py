@@ -1,16 +1,14 @@
 """A self-contained HTML report (and Markdown beside it) of a results directory.
 
-Per target it starts where a user comparing strategies starts: each strategy against the
-baseline (ExecuTorch's own pass), in per cent per model (:mod:`harness.results.relative`),
-for the metrics the schema charts (predicted and measured GPU time, latency, transitions,
-memory): a table per strategy, a chart (bars per model, or over more than :data:`TOP_N`
-models the distribution), the measured change against the predicted one, and a table per
-model and strategy with the prediction's error and trust where the records have them.
-Then how far the models got and the commonest failures (:mod:`harness.results.summary`),
-model x strategy tables of the other metrics, and the skipped and failed records. Values are
-in human units (ms, KiB, %); tables sort by any column in the HTML; charts
-(:mod:`harness.results.charts`) are SVG, embedded in the HTML and written next to the
-Markdown, which holds the same sections and tables.
+Per target it starts where a user comparing strategies starts: each strategy against the baseline
+(ExecuTorch's own pass), in per cent per model (:mod:`harness.results.relative`), for the metrics the
+schema charts: a table per strategy, a chart (bars per model, or over more than :data:`TOP_N` models the
+distribution), the measured change against the predicted one, and a table per model and strategy with the
+prediction's error and trust. Then how far the models got and the commonest failures
+(:mod:`harness.results.summary`), model x strategy tables of the other metrics, and the skipped and
+failed records. Values are in human units; tables sort by any column in the HTML; charts
+(:mod:`harness.results.charts`) are SVG, embedded in the HTML and written next to the Markdown, which
+holds the same sections and tables.
 """
 
 import html
@@ -133,16 +131,14 @@ def _summary(records: pd.DataFrame) -> list[Table]:
 
 
 def _target(target: str, records: pd.DataFrame, palette: dict) -> list:
-    blocks = [Heading(f"Target {target}", 2)]
     charted = sorted((m for m in METRICS.values() if m.chart and _has(records, m.name)), key=lambda m: m.chart)
     with_strategies = records["strategy"].ne(NO_STRATEGY).any()
     compared = _against_baseline(target, records, charted, palette) if with_strategies else []
-    blocks += compared
+    blocks = [Heading(f"Target {target}", 2), *compared]
     shown = {m.name for m in charted} if compared else set()  # in the table per model and strategy
     if not compared:
         for metric in charted:
-            table = relative.values(records, metric.name)
-            table, caption = largest(table, f"{metric.label} ({target})")
+            table, caption = largest(relative.values(records, metric.name), f"{metric.label} ({target})")
             blocks.append(Chart(caption, f"{target}_{metric.name}.svg",
                                 charts.per_model_values(table, metric.label, metric.unit, palette)))
     if with_strategies:
@@ -217,8 +213,8 @@ def write_report(results: str | Path, out: str | Path | None = None) -> Path:
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}"
             f"<script>{SORT_SCRIPT}</script></body></html>")
     markdown = "\n".join([f"# {title}\n", *(markdown_block(block, charts_dir.name) for block in blocks)])
-    files = {charts_dir / chart.file_name: chart.svg for chart in blocks if isinstance(chart, Chart)}
-    files.update({html_path: page.encode(), html_path.with_suffix(".md"): markdown.encode()})
+    files = {**{charts_dir / chart.file_name: chart.svg for chart in blocks if isinstance(chart, Chart)},
+             html_path: page.encode(), html_path.with_suffix(".md"): markdown.encode()}
     try:
         charts_dir.mkdir(parents=True, exist_ok=True)
         for stale in (path for path in charts_dir.iterdir() if path.suffix in (".svg", ".png")):  # an earlier report's
