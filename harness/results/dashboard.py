@@ -103,15 +103,11 @@ def vendor(html_dir: str | Path) -> int:
         text = page.read_text()
         for tag, address in sorted({(m.group(1), m.group(2)) for m in _REMOTE_ASSET.finditer(text)}):
             if address not in CDN_FILES:
-                raise DashboardError(
-                    f"{page.name} loads {address}, which harness/dashboard.py does not know; add it to CDN_FILES"
-                )
+                raise DashboardError(f"{page.name} loads {address}, which harness/dashboard.py does not know; "
+                                     "add it to CDN_FILES")
             local = _extract(CDN_FILES[address], html_dir).as_posix()
-            text, count = re.subn(
-                rf'<{tag}\b[^>]*?"{re.escape(address)}"[^>]*>',
-                lambda m: _CHECK_ATTRIBUTES.sub("", m.group(0)).replace(address, local),
-                text,
-            )
+            text, count = re.subn(rf'<{tag}\b[^>]*?"{re.escape(address)}"[^>]*>',
+                                  lambda m: _CHECK_ATTRIBUTES.sub("", m.group(0)).replace(address, local), text)
             rewritten += count
         page.write_text(text)
     return rewritten
