@@ -18,21 +18,15 @@ def _has(records: pd.DataFrame, column: str) -> pd.Series:
 def stages(records: pd.DataFrame) -> pd.Series:
     """How many models were built, exported, lowered, lowered to one partition, and measured
     ok by every strategy."""
-    by_model = records.assign(
-        built=_has(records, "input_shapes") | _has(records, "partitions"),
-        exported=_has(records, "export_seconds") | _has(records, "partitions"),
-        lowered=_has(records, "partitions"),
-        one_partition=records.get("partitions", pd.Series(dtype=float)).eq(1),
-        ok=records["status"].eq("ok"),
-    ).groupby("model")
-    return pd.Series({
-        "models": by_model.ngroups,
-        "built": int(by_model["built"].any().sum()),
-        "exported": int(by_model["exported"].any().sum()),
-        "lowered": int(by_model["lowered"].any().sum()),
-        "one partition": int(by_model["one_partition"].any().sum()),
-        "every strategy ok": int(by_model["ok"].all().sum()),
-    }, name="models")
+    lowered = _has(records, "partitions")
+    by_model = records.assign(**{
+        "built": _has(records, "input_shapes") | lowered, "exported": _has(records, "export_seconds") | lowered,
+        "lowered": lowered, "one partition": records.get("partitions", pd.Series(dtype=float)).eq(1),
+        "ok": records["status"].eq("ok"),
+    }).groupby("model")
+    reached = {stage: int(by_model[stage].any().sum()) for stage in ("built", "exported", "lowered", "one partition")}
+    return pd.Series({"models": by_model.ngroups, **reached, "every strategy ok": int(by_model["ok"].all().sum())},
+                     name="models")
 
 
 def failure_reasons(records: pd.DataFrame, top: int = 12) -> pd.DataFrame:
