@@ -112,15 +112,10 @@ def code_digest(*roots) -> str:
 def identity_fields(model: str, model_digest: str, strategy: str | None, strategy_digest: str | None, target: str,
                     environment: dict, harness_digest: str) -> dict:
     """Everything a record's numbers depend on, and its digest (the record's ``identity``)."""
-    fields = {
-        "model_digest": model_digest,
-        "strategy_digest": strategy_digest,
-        "harness_digest": harness_digest,
-        "environment": environment,
-    }
-    fields["identity"] = hashlib.sha256(
-        json.dumps([model, strategy, target, fields], sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return fields
+    fields = {"model_digest": model_digest, "strategy_digest": strategy_digest, "harness_digest": harness_digest,
+              "environment": environment}
+    identity = json.dumps([model, strategy, target, fields], sort_keys=True, default=str).encode()
+    return {**fields, "identity": hashlib.sha256(identity).hexdigest()[:24]}
 
 
 def tool_versions(distributions) -> dict:
