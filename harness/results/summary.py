@@ -39,7 +39,8 @@ def failure_reasons(records: pd.DataFrame, top: int = 12) -> pd.DataFrame:
 
 
 # What strategies are compared on: columns of the comparable records even where no record has them
-# (every record failed before the pass, say), so that a summary of them is empty, not an error.
+# (every record failed before the pass, say), so that a summary of them is empty, not an error (and
+# the summaries below need not ask whether a record has them).
 _COMPARED = ("transitions", "optimal", "pass_seconds")
 
 
@@ -58,13 +59,12 @@ def per_strategy(records: pd.DataFrame) -> pd.DataFrame:
     transitions = both.pivot_table(index="model", columns="strategy", values="transitions", aggfunc="first")
     table = pd.DataFrame({"models": transitions.count(), "transitions": transitions.sum()})
     if OPTIMUM_STRATEGY in transitions:
-        proven = both[(both["strategy"] == OPTIMUM_STRATEGY) & both.get("optimal", pd.Series(True)).eq(True)]
+        proven = both[(both["strategy"] == OPTIMUM_STRATEGY) & both["optimal"].eq(True)]
         optimum = transitions.loc[transitions.index.isin(proven["model"])]
         excess = optimum.sub(optimum[OPTIMUM_STRATEGY], axis=0)
         table["above optimum"] = (excess > 0).sum()
         table["largest excess"] = excess.max()
-    if "pass_seconds" in both:
-        table["pass seconds"] = both.pivot_table(index="model", columns="strategy", values="pass_seconds").sum()
+    table["pass seconds"] = both.pivot_table(index="model", columns="strategy", values="pass_seconds").sum()
     return table.sort_values("transitions")
 
 
@@ -90,8 +90,7 @@ def extremes(records: pd.DataFrame) -> pd.DataFrame:
                      "value": f"{slowest['solve_seconds']:.3g} s ({slowest['variables']:,.0f} variables, "
                               f"{'optimal' if slowest['optimal'] else 'not proven optimal'})"})
     both = comparable(records)
-    times = both.pivot_table(index="model", columns="strategy", values="pass_seconds") if "pass_seconds" in both \
-        else pd.DataFrame()
+    times = both.pivot_table(index="model", columns="strategy", values="pass_seconds")
     if BASELINE_STRATEGY in times:
         for strategy in (s for s in times.columns if s != BASELINE_STRATEGY):
             ratio = times[strategy] / times[BASELINE_STRATEGY]
