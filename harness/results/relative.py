@@ -42,11 +42,9 @@ def tally(change: pd.DataFrame) -> pd.DataFrame:
         column = change[strategy].dropna()
         if column.empty:
             continue
-        rows.append({
-            "strategy": strategy, "models": len(column),
-            "lower on": int((column < -EQUAL).sum()), "equal on": int(column.abs().le(EQUAL).sum()),
-            "higher on": int((column > EQUAL).sum()), "median": column.median(),
-            "lowest": column.min(), "lowest on": column.idxmin() if abs(column.min()) > EQUAL else None,
-            "highest": column.max(), "highest on": column.idxmax() if abs(column.max()) > EQUAL else None,
-        })
+        rows.append({"strategy": strategy, "models": len(column), "lower on": int((column < -EQUAL).sum()),
+                     "equal on": int(column.abs().le(EQUAL).sum()), "higher on": int((column > EQUAL).sum()),
+                     "median": column.median(),
+                     "lowest": column.min(), "lowest on": column.idxmin() if abs(column.min()) > EQUAL else None,
+                     "highest": column.max(), "highest on": column.idxmax() if abs(column.max()) > EQUAL else None})
     return pd.DataFrame(rows)
