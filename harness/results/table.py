@@ -96,7 +96,5 @@ def render_table(records: list[dict], columns: str | list[str] | None = None) ->
 
 def tables_json(result: dict) -> str:
     """A result whose values may be DataFrames, as strict JSON (each frame a list of rows)."""
-    return strict_json.dumps(
-        {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in result.items()},
-        indent=1, default=str,
-    )
+    return strict_json.dumps({k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v
+                              for k, v in result.items()}, indent=1, default=str)
