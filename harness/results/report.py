@@ -164,15 +164,11 @@ def largest(table: pd.DataFrame, title: str) -> tuple[pd.DataFrame, str]:
 def _explored(results: Path, html_dir: Path) -> list:
     """Links to the Model Explorer overlays ``explore`` wrote into the results directory, per
     model and strategy pair."""
-    explored = ResultsDir(results).explored()
-    if not explored:
+    rows = [(f"{etrecord.parent.name}: {folder.name.replace('-vs-', ' vs ')}",
+             [(path.name, Path(os.path.relpath(path, html_dir)).as_posix()) for path in (etrecord, *overlays)])
+            for etrecord, folder, overlays in ResultsDir(results).explored()]
+    if not rows:
         return []
-
-    def link(path: Path) -> tuple[str, str]:
-        return path.name, Path(os.path.relpath(path, html_dir)).as_posix()
-
-    rows = [(f"{etrecord.parent.name}: {folder.name.replace('-vs-', ' vs ')}", [link(etrecord), *map(link, overlays)])
-            for etrecord, folder, overlays in explored]
     return [Heading("Model Explorer overlays", 2),
             Note("Per model, its edge program as an ETRecord and a strategy's (or two strategies') node data, one "
                  "file per overlay: `layoutbench explore MODEL --strategy A --vs B --out RESULTS` opens them in "
