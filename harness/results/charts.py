@@ -1,8 +1,7 @@
-"""The report's charts, as SVG (matplotlib): each strategy's change relative to the baseline
-per model (bars, one panel per metric), over many models its distribution (an ECDF per
-metric), the measured change against the predicted one, and where a target has no
-baseline strategy the values per model. Every axis says its unit; legends sit outside the
-axes; a strategy has one colour in every chart of a report.
+"""The report's charts, as SVG (matplotlib): each strategy's change relative to the baseline per model
+(bars, one panel per metric), over many models its distribution (a dot per model, a row per strategy), the
+measured change against the predicted one, and where a target has no baseline strategy the values per
+model. Every axis says its unit; legends sit outside the axes; a strategy has one colour in every chart.
 """
 
 import io

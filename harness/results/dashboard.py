@@ -1,10 +1,10 @@
 """Make asv's published dashboard work without internet access.
 
-``asv publish`` writes pages that load jQuery, flot, bootstrap and friends from CDNs, so on
-a CI machine whose only network is the package registries the dashboard stays blank
-("failed to load 3rd-party scripts"). ``vendor`` fetches the same library versions from
-the npm registry (``npm pack``, cached), copies the files next to the pages and points
-the pages at them. A CDN address it does not know (a newer asv) is an error naming it.
+``asv publish`` writes pages that load jQuery, flot, bootstrap and friends from CDNs, so on a CI machine
+whose only network is the package registries the dashboard stays blank ("failed to load 3rd-party
+scripts"). ``vendor`` fetches the same library versions from the npm registry (``npm pack``, cached),
+copies the files next to the pages and points the pages at them; a CDN address it does not know (a newer
+asv) is an error naming it.
 """
 
 import re

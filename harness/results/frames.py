@@ -1,9 +1,7 @@
-"""Records as pandas tables: the latest record of each (model, strategy, target) as a
-DataFrame, with the metrics derived from others (the excess over the ILP optimum, the
-measured GPU time a prediction is compared with), or in tidy (long) form.
-
-Kept apart from :mod:`harness.results.store` so that writing and reading records (the
-sweep, every worker) never imports pandas.
+"""Records as pandas tables: the latest record of each (model, strategy, target) as a DataFrame, with the
+metrics derived from others (the excess over the ILP optimum, the measured GPU time a prediction is compared
+with), or in tidy (long) form. Apart from :mod:`harness.results.store` so that writing and reading records
+(the sweep, every worker) never imports pandas.
 """
 
 from pathlib import Path

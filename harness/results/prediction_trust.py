@@ -1,9 +1,8 @@
-"""How far a predicted GPU time can be trusted, in the words every view says it in (``gate``,
-``explain``, ``explore``, ``profile``): its interval at the level the table names, its share
-outside the table's support with the kernel families there, and whether a predicted difference
-between two programs lies in nodes outside the support. Each reads a record's fields
-(``predicted_gpu_ms_low``, ``predicted_outside_support``, ...: docs/records.md) from a record
-or a mapping of them, and says nothing where the table stated nothing."""
+"""How far a predicted GPU time can be trusted, in the words every view says it in (``gate``, ``explain``,
+``explore``, ``profile``): its interval at the level the table names, its share outside the table's
+support with the kernel families there, and whether a predicted difference between two programs lies in
+nodes outside the support. Each reads a record's fields (``predicted_gpu_ms_low``, ...: docs/records.md)
+from a record or a mapping of them, and says nothing where the table stated nothing."""
 
 import pandas as pd
 

@@ -1,11 +1,8 @@
-"""A results directory's records in the PyTorch OSS benchmark database's "v3" shape, which
-ExecuTorch's benchmark jobs upload through pytorch/test-infra's ``upload-benchmark-results``
-action into its ``oss_ci_benchmark_v3`` table: one v3 record per model, strategy and metric
-of :data:`V3_METRICS` that an ok record holds.
-
-The table's maps are ``Map(String, String)``: every ``extra_info`` value is a string. The
-run's own columns (timestamp, repository, commit, workflow and job) are the action's
-``--metadata``, not the records'.
+"""A results directory's records in the PyTorch OSS benchmark database's "v3" shape, which ExecuTorch's
+benchmark jobs upload through pytorch/test-infra's ``upload-benchmark-results`` action into its
+``oss_ci_benchmark_v3`` table: one v3 record per model, strategy and metric of :data:`V3_METRICS` that an
+ok record holds. The table's maps are ``Map(String, String)``: every ``extra_info`` value is a string. The
+run's own columns (timestamp, repository, commit, workflow and job) are the action's ``--metadata``.
 """
 
 import json

@@ -1,10 +1,8 @@
-"""Each strategy against the baseline strategy (ExecuTorch's own pass), model by model: a
-metric's relative change, and per strategy on how many models it is lower, equal or higher,
-and by how much.
+"""Each strategy against the baseline strategy (ExecuTorch's own pass), model by model: a metric's relative
+change, and per strategy on how many models it is lower, equal or higher, and by how much.
 
-A change is ``(strategy - baseline) / baseline`` of the same model and target; where the
-baseline is 0 it is 0 if the strategy's value is too, else infinite (``from 0``), so no
-model drops out of a count.
+A change is ``(strategy - baseline) / baseline`` of the same model and target; where the baseline is 0 it is
+0 if the strategy's value is too, else infinite (``from 0``), so no model drops out of a count.
 """
 
 import pandas as pd

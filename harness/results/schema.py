@@ -1,14 +1,11 @@
 """The record schema: what every metric is, in one table.
 
-Each :class:`Metric` says its unit, which direction is better, whether it is deterministic
-(a count or size that only a code change moves) or measured (a time, a memory peak, an
-error: noisy, gated by default only where runs repeat closely enough: a latency the
-runtime's events measured), its label, its default gate threshold, and where it
-is shown (the default terminal table, the report's charts and tables). The long form, the
-gate, the table, the report and the asv units all read it. A new metric is one line here
-plus the target that measures it.
-
-Records carry ``schema_version``; :func:`upgrade` reads records of earlier versions.
+Each :class:`Metric` says its unit, which direction is better, whether it is deterministic (a count or size
+that only a code change moves) or measured (a time, a memory peak, an error: noisy, gated by default only
+where runs repeat closely enough: a latency the runtime's events measured), its label, its default gate
+threshold, and where it is shown (the default terminal table, the report's charts and tables). The long
+form, the gate, the table, the report and the asv units all read it: a new metric is one line here plus
+the target that measures it. Records carry ``schema_version``; :func:`upgrade` reads earlier versions.
 """
 
 import math

@@ -1,9 +1,7 @@
-"""What a sweep over many models found, in a few tables (the report's summary, and the
-figures docs/catalog.md quotes for the timm catalog).
-
-How far each model got is read from what its records hold: ``input_shapes`` once it was
-built, ``export_seconds`` once exported, ``partitions`` once lowered. Strategies are
-compared on the models where every one of them is ``ok``, so sums are like for like.
+"""What a sweep over many models found, in a few tables (the report's summary, and the figures
+docs/catalog.md quotes for the timm catalog). How far each model got is read from what its records hold:
+``input_shapes`` once it was built, ``export_seconds`` once exported, ``partitions`` once lowered.
+Strategies are compared on the models where every one of them is ``ok``, so sums are like for like.
 """
 
 import pandas as pd
