@@ -29,10 +29,9 @@ def load(directory: str | Path) -> pd.DataFrame:
 
 
 def with_derived(table: pd.DataFrame) -> pd.DataFrame:
-    """Add ``excess_transitions``: transitions over the ILP optimum of the same model and
-    target (null where the model has no ok ILP record); and where a run timed the
-    dispatches, ``measured_gpu_ms``: their GPU time less ET-VK's staging copies, what
-    ``predicted_gpu_ms`` predicts."""
+    """Add ``excess_transitions``: transitions over the ILP optimum of the same model and target (null where the
+    model has no ok ILP record); and where a run timed the dispatches, ``measured_gpu_ms``: their GPU time less
+    ET-VK's staging copies, what ``predicted_gpu_ms`` predicts."""
     if "transitions" not in table.columns:
         table = table.assign(excess_transitions=None)
     else:

@@ -55,9 +55,8 @@ def _source(module: ModuleType) -> Path | None:
 
 
 def _is_ours(module: ModuleType) -> bool:
-    """Code whose content is the identity: our packages, and user code that is not an
-    installed distribution (a plug-in's module or file); installed code's version is in the
-    identity instead."""
+    """Code whose content is the identity: our packages, and user code that is not an installed distribution (a
+    plug-in's module or file); installed code's version is in the identity instead."""
     path = _source(module)
     return path is not None and is_user_code(module.__name__, str(path))
 
@@ -77,11 +76,10 @@ def _referenced_modules(module: ModuleType):
 
 
 def code_files(*roots) -> dict[str, Path]:
-    """The source files of ``roots`` (classes, modules) and of every module of ours they
-    reach through their imports, by module name: a class's own module, its base classes'
-    modules (the installed ExecuTorch ones excepted: its version stands for them) and the
-    helpers those import. An entry-point plug-in's own module counts even where it is
-    installed."""
+    """The source files of ``roots`` (classes, modules) and of every module of ours they reach through their
+    imports, by module name: a class's own module, its base classes' modules (the installed ExecuTorch ones
+    excepted: its version stands for them) and the helpers those import. An entry-point plug-in's own module counts
+    even where it is installed."""
     pending = []
     for root in roots:
         if isinstance(root, ModuleType):

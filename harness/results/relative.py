@@ -32,9 +32,8 @@ def changes(records: pd.DataFrame, metric: str, baseline: str = BASELINE_STRATEG
 
 
 def tally(change: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy (a column of :func:`changes`): models compared, lower, equal and higher on
-    how many, the median change, the lowest and the highest with their models (none where
-    they are no change)."""
+    """Per strategy (a column of :func:`changes`): models compared, lower, equal and higher on how many, the median
+    change, the lowest and the highest with their models (none where they are no change)."""
     rows = []
     for strategy in change.columns:
         column = change[strategy].dropna()

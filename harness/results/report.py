@@ -154,8 +154,7 @@ def _target(target: str, records: pd.DataFrame, palette: dict) -> list:
 
 
 def largest(table: pd.DataFrame, title: str) -> tuple[pd.DataFrame, str]:
-    """At most TOP_N rows of a model x strategy table (those with the largest values), and a
-    title that says so."""
+    """At most TOP_N rows of a model x strategy table (those with the largest values), and a title that says so."""
     if len(table) <= TOP_N:
         return table, title
     return table.loc[table.max(axis=1).nlargest(TOP_N).index], f"{title}: the {TOP_N} largest of {len(table)} models"

@@ -190,9 +190,8 @@ def no_value(value) -> bool:
 
 
 def bad_value(name: str, value) -> str | None:
-    """Why ``value`` cannot be metric ``name``'s (no value is not a bad one), or None:
-    a metric is a finite number a float holds (a boolean only where its unit is one), and a
-    count, a size or a time is never negative."""
+    """Why ``value`` cannot be metric ``name``'s (no value is not a bad one), or None: a metric is a finite number a
+    float holds (a boolean only where its unit is one), and a count, a size or a time is never negative."""
     unit = METRICS[name].unit
     if no_value(value) or (isinstance(value, bool) and unit == "bool"):
         return None

@@ -156,10 +156,9 @@ class RecordStore:
                 handle.truncate(0)
 
     def append(self, record: dict) -> dict:
-        """Write ``record`` as the file's last line, in strict JSON, and give it back as a later read
-        would (lists for tuples, null for NaN and infinities, strings for what else JSON cannot hold).
-        A write that fails (a full disk) leaves the file as it was and raises a one-line error: never
-        half a line."""
+        """Write ``record`` as the file's last line, in strict JSON, and give it back as a later read would (lists
+        for tuples, null for NaN and infinities, strings for what else JSON cannot hold). A write that fails (a full
+        disk) leaves the file as it was and raises a one-line error: never half a line."""
         line = strict_json.dumps(record, default=str).encode() + b"\n"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
