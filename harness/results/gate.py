@@ -119,11 +119,10 @@ def _trust(base: pd.Series, cand: pd.Series, metric: str) -> str | None:
     outside the table's support, and whether the difference lies mostly in nodes outside it."""
     if metric != "predicted_gpu_ms":
         return None
-    notes = []
     measured = cand.get("predicted_measured_share")
-    if not no_value(measured) and measured < MOSTLY_FITTED:
-        notes.append(f"mostly fitted: {100 * measured:.0f} % measured on this model")
-    notes += [*trust_notes(cand), difference_note(base, cand)]
+    fitted = not no_value(measured) and measured < MOSTLY_FITTED
+    notes = [f"mostly fitted: {100 * measured:.0f} % measured on this model" if fitted else None, *trust_notes(cand),
+             difference_note(base, cand)]
     return "; ".join(filter(None, notes)) or None
 
 
@@ -144,10 +143,8 @@ class Basis:
 
     def difference(self, baseline: pd.Series, candidate: pd.Series, metric: str) -> str | None:
         """How the two records of ``metric`` differ in this, in words, or None."""
-        if not self.applies(METRICS[metric]):
-            return None
         before, after = self.named_by(baseline), self.named_by(candidate)
-        if no_value(before) or no_value(after) or before == after:
+        if not self.applies(METRICS[metric]) or no_value(before) or no_value(after) or before == after:
             return None
         return f"{self.how} ({before!r} vs {after!r})"
 
