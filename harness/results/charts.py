@@ -167,8 +167,7 @@ def per_model_values(table: pd.DataFrame, label: str, unit: str, palette: dict) 
                                     layout="constrained")
         (table / size).plot.bar(ax=axes, width=0.8, legend=False,
                                 color=[palette.get(s, BASELINE_COLOUR) for s in table.columns])
-        axes.set_xlabel("")
-        axes.set_ylabel(f"{label} ({name})")
+        axes.set(xlabel="", ylabel=f"{label} ({name})")
         if unit == "count":
             axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.tick_params(axis="x", labelrotation=30)

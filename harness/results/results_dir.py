@@ -107,11 +107,9 @@ class ResultsDir:
     def explored(self) -> list[tuple[Path, Path, list[Path]]]:
         """What ``explore`` left here: per strategy pair of each model, the model's ETRecord,
         the pair's folder and its overlay files."""
-        found = []
-        for etrecord in sorted((self.root / "explorer").glob("*/*.etrecord")):
-            for folder in sorted(p for p in etrecord.parent.iterdir() if p.is_dir()):
-                found.append((etrecord, folder, sorted(folder.glob("*.json"))))
-        return found
+        return [(etrecord, folder, sorted(folder.glob("*.json")))
+                for etrecord in sorted((self.root / "explorer").glob("*/*.etrecord"))
+                for folder in sorted(p for p in etrecord.parent.iterdir() if p.is_dir())]
 
     def profile_chart(self, model: str, strategies: list[str]) -> Path:
         return self.root / f"profile-{model}-{'-vs-'.join(strategies)}.png".replace(":", ".")

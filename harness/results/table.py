@@ -68,12 +68,6 @@ def format_value(metric: str, value) -> str:
     return str(value)
 
 
-def headline_columns(records: pd.DataFrame) -> list[str]:
-    """The schema's headline metrics that these records have values for."""
-    return [name for name, m in METRICS.items()
-            if m.heading and name in records and records[name].notna().any()]
-
-
 def render_table(records: list[dict], columns: str | list[str] | None = None) -> str:
     """One table per target: model and strategy down, metrics across."""
     table = with_derived(frame(records))
@@ -83,8 +77,9 @@ def render_table(records: list[dict], columns: str | list[str] | None = None) ->
             shown = [c for c in group.columns if c not in ("model", "strategy", "target") and group[c].notna().any()]
         elif columns:  # model and strategy are the rows, the target the header
             shown = [c for c in columns if c in group and c not in ("model", "strategy", "target")]
-        else:
-            shown = ["status", *headline_columns(group)]
+        else:  # the schema's headline metrics that these records have values for
+            shown = ["status", *(name for name, m in METRICS.items()
+                                 if m.heading and name in group and group[name].notna().any())]
         body = group.set_index(["model", "strategy"])[shown]
         cells = body.apply(lambda column: column.map(lambda v: format_value(column.name, v)))
         cells.columns = [METRICS[c].heading if c in METRICS and METRICS[c].heading and columns != "all" else c
