@@ -75,11 +75,6 @@ def _record(line: str) -> dict | None:
     return upgrade(record)
 
 
-def _line_numbers(numbers: list[int], shown: int = 10) -> str:
-    text = ", ".join(map(str, numbers[:shown]))
-    return f"{text}, ..." if len(numbers) > shown else text
-
-
 class RecordStore:
     """The JSON Lines file of one results directory."""
 
@@ -111,8 +106,9 @@ class RecordStore:
         if skipped and skipped != self._reported:  # once per reader, not at each of a sweep's reads
             self._reported = skipped
             lines = f"{len(skipped)} lines are not records" if len(skipped) > 1 else "1 line is not a record"
-            print(f"layoutbench: {self.path}: {lines} (line{'s' * (len(skipped) > 1)} {_line_numbers(skipped)}); "
-                  "skipped", file=sys.stderr)
+            numbers = ", ".join(map(str, skipped[:10])) + (", ..." if len(skipped) > 10 else "")
+            print(f"layoutbench: {self.path}: {lines} (line{'s' * (len(skipped) > 1)} {numbers}); skipped",
+                  file=sys.stderr)
         if malformed:
             raise MalformedRecordError("\n".join(malformed))
         return records
