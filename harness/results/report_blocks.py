@@ -154,8 +154,7 @@ def markdown_block(block, charts_dir: str) -> str:
         return f"### {block.caption}\n\n{items}"
     if isinstance(block, Chart):
         return f"**{block.caption}**\n\n![{block.caption}]({charts_dir}/{block.file_name})\n"
-    numbers = [pd.api.types.is_numeric_dtype(block.frame[c]) for c in block.frame.columns]
-    table = _formatted(block).to_markdown(index=False, disable_numparse=True,
-                                          colalign=["right" if n else "left" for n in numbers]) \
-        if len(block.frame) else "none"
+    align = ["right" if pd.api.types.is_numeric_dtype(block.frame[c]) else "left" for c in block.frame.columns]
+    table = _formatted(block).to_markdown(index=False, disable_numparse=True, colalign=align) if len(block.frame) \
+        else "none"
     return f"### {block.caption}\n\n{table}\n"
