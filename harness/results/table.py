@@ -43,8 +43,7 @@ def _change(value: float) -> str:
 
 FORMATS = {
     "count": format_number,
-    # an ILP's objective, in its own units (a count, bytes, ms); a calibration round's is the
-    # negative of what it covers
+    # an ILP's objective, in its own units (a count, bytes, ms); a calibration round's is the negative of what it covers
     "score": format_number,
     "bytes": lambda v: _prefixed(v, "B", _BINARY),
     "seconds": _seconds,
