@@ -34,6 +34,8 @@ TOP_N = 30  # up to this many models a chart has a bar per model; over it, it sh
 # How far a prediction can be trusted, shown beside it where the records have it.
 PREDICTION_TRUST = ("prediction_error", "predicted_measured_share", "predicted_gpu_ms_low", "predicted_gpu_ms_high",
                     "predicted_outside_support_share")
+
+
 def _has(frame: pd.DataFrame, metric: str) -> bool:
     return metric in frame.columns and frame.loc[frame["status"] == "ok", metric].notna().any()
 
