@@ -1,27 +1,25 @@
 """What a cost model knows of a node in a pair of representations: numbers read off its
-signature (:mod:`costmodel.signatures`) and the representations its primary input is
-read in and its output written in.
+signature (:mod:`costmodel.signatures`) and the representations its primary input is read in
+and its output written in.
 
-Shapes are taken as ET-VK sees them, along WHCN (width = the last dim, height the one
-before, channels, batch); each is given in log2, so a fit compares sizes by ratio. Where the
-representation matters it is spelled out: the packed dim's extent and its padding to a texel
-of four, texel counts, and, for a reduction, a product or a permute, whether the dim it
-works along is the packed one; its *kernel*: the operator and, where its operator does not say
-which shaders ET-VK runs, its kernel family (:mod:`costmodel.kernel_families`: a
-convolution's depthwise, pointwise, im2col, grouped or direct shader, a product's row tile, a
-layout transition's copy); its *work*: multiply-adds where it has them (convolutions,
-products), else the larger of the elements it reads and writes; and its graph's (its delegate
-partition's) *load*, the bytes of weights it holds and its largest node's activations: on the
-H100 the same node, same shapes, same values, same pair, ran 5-28 % slower (median 18 %) in
-an int8 program holding 22 MB of weights than in one holding 12 MB (docs/gpu-time.md).
-Operators and representations are categories; everything else is a number (0 where it does
-not apply).
+Shapes are as ET-VK sees them, along WHCN (width = the last dim, height, channels, batch), each
+in log2, so that a fit compares sizes by ratio. Where the representation matters it is spelled
+out: the packed dim's extent and its padding to a texel of four, texel counts, and whether a
+reduction, product or permute works along the packed dim. Its *kernel*: the operator and, where
+that does not say which shaders ET-VK runs, its kernel family (:mod:`costmodel.kernel_families`).
+Its *work*: multiply-adds where it has them (convolutions, products), else the larger of the
+elements it reads and writes. Its graph's (delegate partition's) *load*: the bytes of weights
+it holds and its largest node's activations; on the H100 the same node, shapes, values and pair
+ran 5-28 % slower (median 18 %) in an int8 program holding 22 MB of weights than in one holding
+12 MB (docs/gpu-time.md). Operators and representations are categories; everything else is a
+number (0 where it does not apply).
 """
 
 import math
 from dataclasses import dataclass
 
-from costmodel.kernel_families import CONVOLUTIONS, PACKED_DIMS, kernel_family, operator_short_name
+from costmodel.kernel_families import (CONVOLUTIONS, PACKED_DIMS, is_int8, kernel_family, operator_short_name,
+                                       reduced_dims)
 from costmodel.signatures import activation_shapes, constant_shapes
 
 CATEGORICAL = ("operator", "input_storage", "input_packed", "output_storage", "output_packed")
@@ -93,30 +91,10 @@ def _convolution(operator: str, args: list, weights: list, primary: list, output
     return None
 
 
-def _reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
-    """The WHCN dims a reduction, softmax or normalization works along."""
-    name = operator.split(".")[1] if "." in operator else operator
-    if name in ("_softmax", "_log_softmax", "softmax", "log_softmax", "cumsum", "argmax", "argmin"):
-        dims = [args[1]] if len(args) > 1 and isinstance(args[1], int) else []
-    elif name in ("mean", "sum", "amax", "amin", "var", "var_mean", "std", "max", "min") and len(args) > 1:
-        dims = args[1] if isinstance(args[1], list) else [args[1]] if isinstance(args[1], int) else []
-    elif name == "native_layer_norm" and len(args) > 1 and isinstance(args[1], list):
-        dims = list(range(-len(args[1]), 0))
-    elif name == "native_group_norm":
-        dims = [-3, -2, -1]
-    else:
-        return []
-    return sorted({ndim - 1 - (d % ndim) for d in dims if isinstance(d, int)}) if ndim else []
-
-
-def _int8(signature: dict) -> bool:
-    return signature.get("dtype") in ("int8", "uint8")
-
-
 def weight_bytes(signature: dict) -> int:
     """Bytes of the weights a node reads: an int8 node's matrices and kernels one byte an element,
     every other weight (an int8 node's scales, sums and biases included) four."""
-    int8 = _int8(signature)
+    int8 = is_int8(signature)
     return sum(math.prod(shape) * (1 if int8 and len(shape) > 1 else 4) for shape in constant_shapes(signature))
 
 
@@ -159,7 +137,7 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
     input_storage, input_packed = _representation(input_name)
     output_storage, output_packed = _representation(output_name)
     output_elements, input_elements = math.prod(output), math.prod(primary) if primary else 0
-    int8 = _int8(signature)
+    int8 = is_int8(signature)
     features = dict.fromkeys(NUMERIC, 0.0)
     features.update(
         operator=operator, input_storage=input_storage, input_packed=input_packed, output_storage=output_storage,
@@ -170,16 +148,15 @@ def node_features(signature: dict, input_name: str | None, output_name: str | No
         log_graph_weight_bytes=_log(load.weight_bytes) if int8 else 0.0,
         log_graph_largest_activation=_log(load.largest_activation) if int8 else 0.0,
     )
-    for prefix, shape in (("output", output), ("input", primary)):
+    for prefix, shape, storage, packed in (("output", output, output_storage, output_packed),
+                                           ("input", primary, input_storage, input_packed)):
         for dim, extent in zip("whcn", _whcn(shape) if shape else [0, 0, 0, 0]):
             features[f"log_{prefix}_{dim}"] = _log(extent)
-    (features["log_output_packed_extent"], features["output_padding"],
-     features["log_output_texels"]) = _packing(output, output_storage, output_packed)
-    (features["log_input_packed_extent"], features["input_padding"],
-     features["log_input_texels"]) = _packing(primary, input_storage, input_packed)
+        features.update(zip((f"log_{prefix}_packed_extent", f"{prefix}_padding", f"log_{prefix}_texels"),
+                            _packing(shape, storage, packed)))
 
     work = max(output_elements, sum(math.prod(s) for s in activations))  # elements moved, where no multiply-adds
-    reduced = _reduced_dims(operator, args, len(primary))
+    reduced = reduced_dims(operator, args, len(primary))
     if reduced:
         features["reduced_dim"] = float(reduced[0])
         features["reduces_packed_dim"] = float(input_packed in reduced)

@@ -124,6 +124,10 @@ def operator_short_name(operator: str) -> str:
     return parts[1] if len(parts) > 1 else operator
 
 
+def is_int8(signature: dict) -> bool:
+    return signature.get("dtype") in ("int8", "uint8")
+
+
 def _packed_dim(representation: str | None) -> int | None:
     return PACKED_DIMS.get(representation.partition("/")[2]) if representation else None
 
@@ -173,18 +177,25 @@ def _product(operator: str, args: list, outputs: list, output_repr: str | None) 
     return f"{kind}{':scalar' if scalar else ''}:rows_{tile}"
 
 
-def _reduced_dims(name: str, args: list, ndim: int) -> list[int]:
-    """The WHCN dims a reduction, softmax or layer norm works along."""
-    if name == "native_layer_norm":
+def reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
+    """The WHCN dims a reduction, softmax or normalization works along."""
+    name = operator_short_name(operator)
+    if name in ("_softmax", "_log_softmax", "softmax", "log_softmax", "cumsum", "argmax", "argmin"):
+        dims = [args[1]] if len(args) > 1 and isinstance(args[1], int) else []
+    elif name in ("mean", "sum", "amax", "amin", "var", "var_mean", "std", "max", "min") and len(args) > 1:
+        dims = args[1] if isinstance(args[1], list) else [args[1]] if isinstance(args[1], int) else []
+    elif name == "native_layer_norm" and len(args) > 1 and isinstance(args[1], list):
         dims = list(range(-len(args[1]), 0))
+    elif name == "native_group_norm":
+        dims = [-3, -2, -1]
     else:
-        dims = args[1] if isinstance(args[1], list) else [args[1]]
-    return sorted({ndim - 1 - (d % ndim) for d in dims}) if ndim else []
+        return []
+    return sorted({ndim - 1 - (d % ndim) for d in dims if isinstance(d, int)}) if ndim else []
 
 
 def _along(name: str, args: list, input_repr: str | None) -> str:
     input_shape = _tensor(args[0]) or []
-    dims = _reduced_dims(name, args, len(input_shape))
+    dims = reduced_dims(name, args, len(input_shape))
     if name in _REDUCTIONS:
         if len(dims) == 2:
             return f"{name}:2d"
@@ -194,7 +205,7 @@ def _along(name: str, args: list, input_repr: str | None) -> str:
 
 
 def _clone(signature: dict, input_repr: str | None, output_repr: str | None) -> str:
-    if signature.get("dtype") in ("int8", "uint8"):
+    if is_int8(signature):
         return "clone:int8"
     source, target = _storage(input_repr), _storage(output_repr)
     if source == target == "TEXTURE_3D":
