@@ -52,15 +52,12 @@ class GradientBoostedModel(CostModel):
         lines, then the trees on log2(ms / base), a node counting by its time."""
         import lightgbm
 
-        features = _features(node_queries(training))
-        operators = sorted(features["operator"].unique())
-        features["operator"] = pd.Categorical(features["operator"], categories=operators)
-        model = cls("", operators, _base(training, features))
+        frame = _frame(node_queries(training))
+        model = cls("", list(frame["operator"].cat.categories), _base(training, frame))
         ms = training["ms"].to_numpy()
-        base = model.base_ms(features.assign(input_name=training["input"].to_numpy(),
-                                             output_name=training["output"].to_numpy()))
-        dataset = lightgbm.Dataset(features, label=np.log2(ms / base), weight=np.sqrt(ms / ms.mean()),
-                                   categorical_feature=["operator"], free_raw_data=False)
+        dataset = lightgbm.Dataset(frame[list(FEATURES)], label=np.log2(ms / model.base_ms(frame)),
+                                   weight=np.sqrt(ms / ms.mean()), categorical_feature=["operator"],
+                                   free_raw_data=False)
         model.booster_text = lightgbm.train(BOOSTING, dataset, num_boost_round=ROUNDS).model_to_string()
         return model
 
@@ -80,12 +77,6 @@ class GradientBoostedModel(CostModel):
 
         return lightgbm.Booster(model_str=self.booster_text)
 
-    def frame(self, queries: list[Query]):
-        """The feature table of ``queries``, the operator coded by this model's vocabulary."""
-        frame = _features(queries)
-        frame["operator"] = pd.Categorical(frame["operator"], categories=self.operators)
-        return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
-
     def predict(self, queries: list[Query]):
         """Each query's fitted time. A node's features are those of its signature and pair, so
         a query like one priced before (a repeated block's node, the same node in another
@@ -95,7 +86,7 @@ class GradientBoostedModel(CostModel):
         if new:
             if len(self._priced) + len(new) > self.kept_prices:
                 self._priced.clear()
-            frame = self.frame(list(new.values()))
+            frame = _frame(list(new.values()), self.operators)
             correction = self.booster.predict(frame[list(FEATURES)], num_threads=1)
             self._priced.update(zip(new, (self.base_ms(frame) * np.exp2(correction)).tolist()))
         return np.array([self._priced[key] for key in keys], dtype=float)
@@ -112,9 +103,6 @@ class GradientBoostedModel(CostModel):
     def __getstate__(self):  # a table travels to workers as text; the booster is rebuilt there
         return {"booster_text": self.booster_text, "operators": self.operators, "base": self.base}
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
     def to_json(self) -> dict:
         return {"kind": self.kind, "booster": self.booster_text, "operators": self.operators,
                 "base": [{"operator": op, "input": i, "output": o, "ms_per_mega": c, "exponent": b, "log_parallel": p}
@@ -128,10 +116,14 @@ class GradientBoostedModel(CostModel):
         return cls(data["booster"], list(data["operators"]), base)
 
 
-def _features(queries: list[Query]) -> pd.DataFrame:
-    """Each query's :func:`costmodel.features.node_features`, a row each, the operator as a name."""
-    return pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.load) for q in queries],
-                        columns=list(FEATURES))
+def _frame(queries: list[Query], operators: list[str] | None = None) -> pd.DataFrame:
+    """Each query's :func:`costmodel.features.node_features`, a row each, with its pair's names; the
+    operator coded by the vocabulary ``operators`` (a fit's own: the queries', sorted)."""
+    frame = pd.DataFrame([node_features(q.signature, q.input, q.output, q.transition, q.load) for q in queries],
+                         columns=list(FEATURES))
+    operators = sorted(frame["operator"].unique()) if operators is None else operators
+    frame["operator"] = pd.Categorical(frame["operator"], categories=operators)
+    return frame.assign(input_name=[q.input for q in queries], output_name=[q.output for q in queries])
 
 
 def _feature_keys(queries: list[Query]) -> list[tuple]:
@@ -191,11 +183,9 @@ def _base_line(group: pd.DataFrame) -> tuple[float, float, float | None]:
 def _base(training: pd.DataFrame, features: pd.DataFrame) -> dict:
     """Base lines (see :class:`GradientBoostedModel`) per (operator, input, output) measured at
     enough sizes, per operator, and over everything."""
-    frame = pd.DataFrame({"operator": features["operator"].astype(str).to_numpy(), "input": training["input"].to_numpy(),
-                          "output": training["output"].to_numpy(), "log_work": features["log_work"].to_numpy(),
-                          "log_serial": features["log_serial"].to_numpy(),
-                          "log_output_elements": features["log_output_elements"].to_numpy(),
-                          "ms": training["ms"].to_numpy()})
+    frame = features[["log_work", "log_serial", "log_output_elements"]].assign(
+        operator=features["operator"].astype(str).to_numpy(), input=training["input"].to_numpy(),
+        output=training["output"].to_numpy(), ms=training["ms"].to_numpy())
     base = {(ANY, ANY, ANY): _base_line(frame.assign(log_serial=0.0))}
     for operator, group in frame.groupby("operator"):
         base[(operator, ANY, ANY)] = _base_line(group)
