@@ -1,27 +1,19 @@
-"""Predicted GPU time of an ET-VK layout assignment, from a cost table of one device.
+"""A device's cost table: predicted GPU time (ms per inference) of an ET-VK layout assignment.
 
-A cost table (JSON, written by ``layoutbench calibrate``) prices, in milliseconds per inference,
-a *query*: a node (its signature, :mod:`costmodel.signatures`) reading its primary input
-in one representation and writing its output in another, or a layout transition (the pass's
-clone) of a tensor from one representation to another. Two sources, in this order:
+A table prices a *query* (:mod:`costmodel.queries`): a node reading its primary input in one
+representation and writing its output in another, or a layout transition (the pass's clone).
+Two sources, in this order:
 
-- *measured*: the node itself, measured in that pair of representations on this device, by
-  (graph, node, input, output), ``graph`` being the digest of its partition's graph as the
-  layout pass receives it, so a node is the same node in every program of one model;
-- *fitted*: a model of what a node costs as a function of its operator, representations and
-  shapes (:mod:`costmodel.features`), fitted on every node the device measured, with
-  the relative error it is expected to make on a model it never saw (from leaving each
-  calibration model out), per operator.
+- *measured*: the node itself, measured on this device in that pair, by (graph, node, input,
+  output), ``graph`` being the digest of its partition as the layout pass receives it, so a
+  node is the same in every program of one model;
+- *fitted*: its model (a :class:`costmodel.model.CostModel`) of the node's operator,
+  representations and shapes, with the relative error per operator it is expected to make on
+  a model it never saw (from leaving calibration models out).
 
-A prediction says how much of it was measured and how much fitted, and how far the fitted
-part can be trusted. Queries and prices are :mod:`costmodel.queries`'; the models a table may
-hold (each a :class:`costmodel.model.CostModel`), :mod:`costmodel.per_operator`,
-:mod:`costmodel.gradient_boosted` and :mod:`costmodel.transferred`. A table's file is read
-(:func:`load`, :func:`parse`) and written (:func:`save`) here.
-
-No table is held here: a sweep reads ``--costs`` once and carries the table to its
-workers, and the harness hands it to each pass that prices with it when it constructs the pass
-(:mod:`strategies.priced_layout`).
+A table's file is read (:func:`load`, :func:`parse`) and written (:func:`save`) here. No
+table is held here: a sweep reads ``--costs`` once and carries it to its workers, and the
+harness hands it to each pass that prices with it (:mod:`strategies.priced_layout`).
 """
 
 import hashlib
@@ -77,14 +69,11 @@ class CostTable:
 
     def price(self, queries: list[Query]) -> list[Price]:
         """Each query's price: measured where the table has the node in that pair, else fitted."""
-        fitted = self.model.predict(queries)
         prices = []
-        for query, estimate in zip(queries, fitted):
+        for query, estimate in zip(queries, self.model.predict(queries)):
             measured = self.nodes.get((query.graph, query.node, query.input, query.output)) if query.node else None
-            if measured is not None:
-                prices.append(Price(measured, True, 0.0))
-            else:
-                prices.append(Price(float(estimate), False, self.errors.get(query.operator, UNSEEN_OPERATOR_ERROR)))
+            prices.append(Price(measured, True, 0.0) if measured is not None
+                          else Price(float(estimate), False, self.errors.get(query.operator, UNSEEN_OPERATOR_ERROR)))
         return prices
 
     def ready(self) -> None:
@@ -92,11 +81,10 @@ class CostTable:
         self.model.ready()
 
     def to_json(self) -> dict:
-        data = {"format": FORMAT, "device": self.device}
-        if self.limits is not None:  # only then: a table without limits keeps the bytes, so the digest, it had
-            data["limits"] = self.limits.to_json()
         return {
-            **data,
+            "format": FORMAT, "device": self.device,
+            # only with limits: a table without them keeps the bytes, so the digest, it had
+            **({"limits": self.limits.to_json()} if self.limits is not None else {}),
             "corpus": self.corpus,
             "errors": dict(sorted(self.errors.items())),
             "spread": self.spread,
