@@ -1,18 +1,17 @@
 """What makes a layout illegal on one Vulkan device: the largest image and storage buffer it binds.
 
 ET-VK keeps a tensor in a 3-D image (``TEXTURE_3D``; ``TEXTURE_2D`` exists too) or a storage
-buffer. An image whose extents exceed the device's ``maxImageDimension3D`` (``2D``), or a
-buffer of more bytes than its ``maxStorageBufferRange``, is outside what the device promises,
-and nothing on the way stops one: ExecuTorch's layout pass keeps textures within its own
+buffer. An image whose extents exceed the device's ``maxImageDimension3D`` (``2D``), or a buffer
+of more bytes than its ``maxStorageBufferRange``, is outside what the device promises, and
+nothing on the way stops one: ExecuTorch's layout pass keeps textures within its own
 ``texture_limits`` (16,384 x 16,384 x 2,048 by default), not the device's; its runtime checks
-image extents only in a debug build, and a buffer's element count, not its bytes, against the
-range. Past the limit some drivers compute wrong values without an error (an embedding over
-16,384 rows on a texture, on an Adreno whose image limit is 16,384).
+image extents only in a debug build, and a buffer's element count, not its bytes. Past the
+limit some drivers compute wrong values without an error (an embedding over 16,384 rows on a
+texture, on an Adreno whose image limit is 16,384).
 
-A cost table carries its device's limits (:class:`costmodel.table.CostTable`), named as
-Vulkan names them (``VkPhysicalDeviceLimits``), so that a device's own are copied from
-``vulkaninfo``; a limit not stated is not checked. Pure Python: the command line reads a
-table without torch.
+A cost table (:class:`costmodel.table.CostTable`) carries its device's limits, named as
+``VkPhysicalDeviceLimits`` names them, so that a device's own are copied from ``vulkaninfo``; a
+limit not stated is not checked. Pure Python: the command line reads a table without torch.
 """
 
 from dataclasses import dataclass

@@ -1,19 +1,17 @@
 """A device's cost table from what its runs measured (:class:`costmodel.measurements.Measurements`).
 
-:func:`fit` makes the table (:class:`costmodel.table.CostTable`): the measured prices of
-every (node, input, output), the fitted model of every other
-(:class:`costmodel.gradient_boosted.GradientBoostedModel`), and the relative error the fit is
-expected to make per operator on a model it never saw: the model refitted with a few models
-left out at a time, each left-out model's time of each operator predicted and compared with
-what it measured (the median of those errors over models); the table's support (what kernel
-families it measured at which sizes, :mod:`costmodel.support`) and its intervals, calibrated
-on the same held-out predictions (:mod:`costmodel.intervals`); the probes ``layoutbench
-preferences`` asks, and the spread of identical programs' runs. :func:`transferred` makes a
-new device's table from another's (the prior) and a few of its programs
-(:class:`costmodel.transferred.TransferredModel`), its expected errors measured the same way;
-:func:`topped_up`, a table with one model's own measurements folded in.
-
-How well a table predicts a model it never saw is :mod:`harness.inspection.validation`'s.
+:func:`fit` makes the table (:class:`costmodel.table.CostTable`): the measured price of every
+(node, input, output), the fitted model of every other
+(:class:`costmodel.gradient_boosted.GradientBoostedModel`), and per operator the relative error
+the fit is expected to make on a model it never saw: the model refitted with a few models left
+out at a time, each left-out model's time of each operator compared with what it measured (the
+median of those errors over models); its support (:mod:`costmodel.support`) and intervals
+(:mod:`costmodel.intervals`), calibrated on the same held-out predictions; the probes
+``layoutbench preferences`` asks, and the spread of identical programs' runs.
+:func:`transferred` makes a new device's table from another's (the prior) and a few of its
+programs, its expected errors measured the same way; :func:`topped_up`, a table with one
+model's own measurements folded in. How well a table predicts a model it never saw is
+:mod:`harness.inspection.validation`'s.
 """
 
 from dataclasses import asdict, replace
@@ -89,11 +87,10 @@ def measured_prices(frame: pd.DataFrame, training: pd.DataFrame | None = None) -
 
 
 def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
-    """The cost table of ``measurements`` (see the module)."""
     frame = measurements.nodes
     training = _training_set(frame)
     table = CostTable(measurements.device, GradientBoostedModel.fit(training), measured_prices(frame, training),
-                      limits=measurements.limits, support=Support.of(support_rows(training)))
+                      limits=measurements.limits, support=Support.of(support_rows(node_queries(training))))
     models = sorted(frame["model"].unique())
     folds = min(folds, len(models))
     held_out = [_held_out(kept.nodes, left.nodes) for _, kept, left in
@@ -107,11 +104,10 @@ def fit(measurements: Measurements, folds: int = FOLDS) -> CostTable:
     return table.identified()
 
 
-def support_rows(frame: pd.DataFrame, queries: list[Query] | None = None) -> pd.DataFrame:
-    """Per row of measured nodes (or per query), its kernel family and what sizes it
-    (:data:`costmodel.support.FEATURES`)."""
+def support_rows(queries: list[Query]) -> pd.DataFrame:
+    """Per query, its kernel family and what sizes it (:data:`costmodel.support.FEATURES`)."""
     rows = []
-    for query in node_queries(frame) if queries is None else queries:
+    for query in queries:
         features = node_features(query.signature, query.input, query.output, query.transition)
         rows.append({"family": kernel_family(query.signature, query.input, query.output),
                      **{name: features[name] for name in SUPPORT_FEATURES}})
@@ -123,7 +119,7 @@ def _held_out(kept: pd.DataFrame, left: pd.DataFrame) -> pd.DataFrame:
     ``family`` and whether it lies ``outside`` that fit's support."""
     training = _training_set(kept)
     queries = node_queries(left)
-    support, rows = Support.of(support_rows(training)), support_rows(left, queries)
+    support, rows = Support.of(support_rows(node_queries(training))), support_rows(queries)
     outside = [support.outside(family, features) is not None
                for family, features in zip(rows["family"], rows[list(SUPPORT_FEATURES)].to_dict("records"))]
     return left.assign(predicted=GradientBoostedModel.fit(training).predict(queries), family=rows["family"].to_numpy(),

@@ -32,7 +32,6 @@ def _argument(value):
 
 
 def signature(node: torch.fx.Node) -> dict:
-    """``node``'s signature."""
     outputs = [v for v in node_values(node) if isinstance(v, torch.Tensor)]
     return {
         "operator": op_name(node.target),

@@ -20,6 +20,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
+from costmodel.features import GraphLoad, node_features
 from costmodel.queries import Query
 from costmodel.table import UNSEEN_OPERATOR_ERROR, CostTable
 from layoutkit.errors import UsageError
@@ -151,8 +152,6 @@ class OperatorPreference:
 
 def _priced(table: CostTable) -> list[tuple[str, float, list[Probe]]]:
     """Each operator, its expected error, and its probes priced by the table's fit in each of their pairs."""
-    from costmodel.features import GraphLoad, node_features
-
     operators = sorted(table.probes.items())
     queries = [Query(probe["signature"], first, second, load=GraphLoad(**probe["load"]))
                for _, probes in operators for probe in probes for first, second in probe["pairs"]]
@@ -192,7 +191,6 @@ def _rule(operator: str, error: float, probes: list[Probe]) -> OperatorPreferenc
 
 
 def preferences(table: CostTable, name: str = "the table") -> list[OperatorPreference]:
-    """Each probed operator's rule under ``table`` (see the module)."""
     if not table.probes:
         raise UsageError(f"{name} has no probes (nodes measured in several representations) to ask what it "
                          "prefers; fit one from `layoutbench calibrate` runs, which measure each node in several")

@@ -1,14 +1,12 @@
-"""A device's cost model carried over from another device's table by a few measured programs.
+"""A device's cost model carried over from another device's table (the *prior*) by a few
+measured programs: the prior already knows which nodes cost more than which, and a handful of
+programs run on the new device say by how much its times differ.
 
-A new GPU's table need not be fitted from a whole corpus: an existing device's table (the
-*prior*) already knows which nodes cost more than which, and a handful of programs run on the
-new device say by how much its times differ. :class:`TransferredModel` prices a query as the
-prior does, times ``2 ** offset``, the offset being the new device's log2 ratio to the prior,
-fitted per (operator, input, output), shrunk towards its operator's, shrunk towards the
-device's (:meth:`TransferredModel.fit`; the table around it, with the shrink and the expected
-errors chosen by leaving models out, :func:`costmodel.fit.transferred`). The table holding it
-keeps the new device's own measured nodes, which win where they exist
-(:meth:`costmodel.table.CostTable.price`).
+:class:`TransferredModel` prices a query as the prior does, times ``2 ** offset``, the offset
+being the new device's log2 ratio to the prior per (operator, input, output), shrunk towards its
+operator's, shrunk towards the device's. The table around it (the shrink and expected errors
+chosen by leaving models out) is :func:`costmodel.fit.transferred`'s; it keeps the new device's
+own measured nodes, which win where they exist.
 """
 
 import numpy as np
