@@ -1,30 +1,30 @@
-"""What the asv suites share: which models they run over, how programs are run, the cost
-table they price with, the process's model pipelines, and :class:`RecordedSuite`, whose
-``track_`` benchmarks read a record's metric in the schema's unit.
+"""What the asv suites share: the models they run over, how programs are run, the cost table
+they price with, and :class:`RecordedSuite`, whose ``track_`` benchmarks read a record's metric
+in the schema's unit.
 
-The quick zoo unless ``LAYOUTBENCH_BENCH_ZOO`` names another (``full`` for a release
-comparison; it takes about 15 minutes to lower) or ``LAYOUTBENCH_BENCH_MODELS`` lists
-models (comma-separated, any name ``layoutbench list models`` accepts, user factories and
-saved ``.pt2`` programs included).
+Models: the quick zoo unless ``LAYOUTBENCH_BENCH_ZOO`` names another (``full`` for a release
+comparison; about 15 minutes to lower) or ``LAYOUTBENCH_BENCH_MODELS`` lists them
+(comma-separated, any name ``layoutbench list models`` accepts, user factories and ``.pt2``
+programs included).
 
-Programs run on a runtime (``VulkanInference``) as a per-commit run affords: one runtime
-process per program, one warm-up and three timed inferences (:data:`BENCH_RUN`).
-``LAYOUTBENCH_BENCH_RUN`` sets them otherwise, e.g. ``processes=3,iterations=10`` (what
-``layoutbench run`` does) for a latency history on a GPU. asv tells a ``setup_cache`` nothing
-of ``--quick``, so these are the suite's own.
+Runs: one runtime process per program, one warm-up and three timed inferences
+(:data:`BENCH_RUN`); ``LAYOUTBENCH_BENCH_RUN`` sets them otherwise, e.g.
+``processes=3,iterations=10`` (what ``layoutbench run`` does) for a latency history on a GPU.
+asv tells a ``setup_cache`` nothing of ``--quick``, so these are the suite's own.
 
-Predicted GPU time, and ``ilp-time``'s objective, are priced by ``LAYOUTBENCH_COSTS``, else by
-:data:`DEFAULT_COSTS`, so that CI judges time with no GPU; :func:`suite_costs` is the one
-place a suite reads which (then hands the table to its sweep, or to the pass it times).
+Costs: ``LAYOUTBENCH_COSTS``, else :data:`DEFAULT_COSTS`, so that CI judges time with no GPU;
+:func:`suite_costs` is the one place a suite reads which (and hands it on).
 """
 
 import dataclasses
 import os
 from pathlib import Path
 
+from asv_runner.benchmarks.mark import SkipNotImplemented
+
 from costmodel.table import COSTS_ENV, CostTable, load
 from harness.pipeline.model import pipeline
-from harness.results.schema import metric
+from harness.results.schema import ETDUMP, metric
 from harness.results.store import RecordStore
 from harness.sweep.planning import run_sweep
 from harness.targets import HostSettings, MeasureContext, RunSettings
@@ -63,20 +63,21 @@ BENCH_RUN = run_settings(os.environ.get(BENCH_RUN_ENV, ""))
 
 def warm_caches(model_names: list[str]) -> list[str]:
     """Export and lower every model to the layout pass once (asv ``setup_cache``), so each
-    benchmark process only loads its prefix from the disk cache (a fraction of a second).
-
-    Returns the names: a ``setup_cache`` returning None would not be passed on by asv,
-    changing the benchmarks' signatures."""
+    benchmark process only loads its prefix from the disk cache. Returns the names: asv passes
+    on no ``setup_cache`` that returns None, which would change the benchmarks' signatures."""
     for name in model_names:
         vulkan_lowering(pipeline(name))
     return list(model_names)
 
 
-def track(name: str):
+def track(name: str, event_timed: bool = False):
     """A ``track_`` benchmark: the metric ``name`` of the record ``setup`` selected, in the
-    schema's unit."""
+    schema's unit; ``event_timed``: skipped where the runtime's events did not time the record."""
 
     def benchmark(self, records, *params):
+        if event_timed and self.record["latency_source"] != ETDUMP:
+            raise SkipNotImplemented("the runtime wrote no ETDump: build executor_runner with "
+                                     "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON")
         return self.record[name]
 
     benchmark.unit = metric(name).unit
@@ -88,15 +89,13 @@ class RecordedSuite:
     """Base of suites whose ``track_`` benchmarks read the record ``setup_cache`` made for
     their parameters; a record that is not ok skips them with its reason.
 
-    Each suite's ``setup_cache`` returns :meth:`sweep` (asv keys a setup cache by the file
-    and line that define it, so an inherited one would be shared between suites), which
-    sweeps the suite's own ``params`` once: its models (the first parameter) x its
-    ``strategy`` parameter (if any) on its ``target`` parameter, else on the class
-    attribute ``target``; records are keyed by the parameter values. Records whose identity
-    the record cache holds (an earlier commit with the same code) are reused, so a commit
-    pays only for what it changed: the sweep's results directory is kept in the cache
-    (``asv-results/<suite>``), since a vulkan-run record is reused only beside its program
-    and ETDump."""
+    Each suite's ``setup_cache`` returns :meth:`sweep` (asv keys a setup cache by the file and
+    line defining it, so an inherited one would be shared between suites): its models (the
+    first parameter) x its ``strategy`` parameter (if any) on its ``target`` parameter, else
+    the class's ``target``, keyed by the parameter values. Records an earlier commit with the
+    same code made are reused, so a commit pays only for what it changed: the results
+    directory stays in the cache (``asv-results/<suite>``), since a vulkan-run record is
+    reused only beside its program and ETDump."""
 
     timeout = 3600
     target = "vulkan"

@@ -1,11 +1,10 @@
 """asv suites: how long each strategy's layout pass takes, and how much memory lowering needs.
 
-``setup_cache`` fills the disk caches (exports and lowering prefixes); each benchmark
-process then loads its model's prefix from there (``harness.pipeline.model.pipeline``)
-and every timed call gets a fresh copy of the partitions, so only the pass itself is timed.
-No benchmark process lowers a model. A pass that prices its choices (``ilp-time``) is
-constructed with the suites' cost table; a strategy this host cannot run is skipped with its
-reason.
+``setup_cache`` fills the disk caches (exports and lowering prefixes), so no benchmark process
+lowers a model: each loads its model's prefix (``harness.pipeline.model.pipeline``) and every
+timed call gets a fresh copy of the partitions, so only the pass itself is timed. A pass that
+prices its choices (``ilp-time``) gets the suites' cost table; a strategy this host cannot run
+is skipped with its reason.
 """
 
 import strategies
@@ -45,11 +44,11 @@ class LayoutPass:
 
 
 class Lowering:
-    """Peak memory of lowering each model with the pinned pass (a new process loading its
-    export, then to_edge, partitioning and preprocess); strategies change only the layout
-    pass, whose memory is small next to ExecuTorch's prefix passes. Measured once per
-    lowering identity (``harness.targets.vulkan.compile.lowering_memory``), so a commit that changes no
-    lowering code reads it instead of lowering every model again."""
+    """Peak memory of lowering each model with the pinned pass (a new process: its export,
+    to_edge, partitioning, preprocess); strategies change only the layout pass, small next to
+    ExecuTorch's prefix passes. Measured once per lowering identity
+    (``harness.targets.vulkan.compile.lowering_memory``): a commit changing no lowering code
+    reads it."""
 
     params = (BENCH_MODELS,)
     param_names = ("model",)
