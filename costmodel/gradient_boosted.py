@@ -1,6 +1,4 @@
-"""The fitted model of a device's table: a node's time as a power-law *base* in its work,
-corrected by gradient-boosted trees (LightGBM) over :mod:`costmodel.features`; how it is fitted
-(:meth:`GradientBoostedModel.fitted`) and how it prices (:meth:`GradientBoostedModel.predict`)."""
+"""The fitted model of a device's table (:class:`GradientBoostedModel`): its fit and its prices."""
 
 import functools
 import json

@@ -2,28 +2,9 @@
 arguments and representations, named so that nodes run by the same shaders share a family.
 
 Read from ET-VK's op implementations (``backends/vulkan/runtime/graph/ops/impl/`` of the
-ExecuTorch the runtime is built from), first match wins:
-
-- ``Convolution.cpp`` (``get_conv2d_method``, ``should_use_conv2d_im2col``) and
-  ``Conv2dDW.cpp`` (``pick_conv2d_dw_shader``): depthwise (as many groups as output
-  channels, one input channel a group; 3x3 and 5x5 kernels tiled, stride != dilation
-  "sned"), transposed, pointwise (1x1, whatever the groups), im2col + GEMM (one group,
-  no dilation, 128 or more output channels), else the direct shader, which runs grouped
-  convolutions with C_in / groups multiply-adds per output (their own family here) as well
-  as dilated and small dense ones. A 3-D input is a ``conv1d``: height-packed pointwise or
-  depthwise shaders, else the channels-packed one.
-- ``Linear.cpp``, ``Matmul.cpp`` (``pick_matmul_tile_m``): a product whose second operand is a
-  weight runs ``linear``, one of two activations ``matmul``; rows per thread 4, 2 or 1, the
-  largest giving 4096 threads; the scalar shader on buffers whose widths are not multiples of 4.
-- ``Reduce.cpp``, ``Softmax.cpp``, ``NativeLayerNorm.cpp``: two dims reduce in a ``2d`` shader,
-  the last dim of a buffer ``per_row``; otherwise the shader works along the packed dim or not.
-- ``Clone.cpp``: int8 blocks, a texture copy (same layout) or relayout, image to buffer, buffer
-  to image, buffer to buffer.
-- ``Q8taConv2d.cpp``: an int8 convolution of one group, C_in a multiple of 4 and (32 or more
-  input channels, or at most 4096 output pixels) runs im2col + the pointwise shader.
-
-Every other operator is its own family, named by its operator. :data:`FAMILY_SHADERS` says
-which shaders (an ETDump's ``kernel_name`` less its storage and dtype suffixes) each family may
+ExecuTorch the runtime is built from; each rule below names its file), first match wins; every
+other operator is its own family, named by its operator. :data:`FAMILY_SHADERS` says which
+shaders (an ETDump's ``kernel_name`` less its storage and dtype suffixes) each family may
 dispatch, so the rule can be checked against what a device ran.
 """
 
@@ -147,6 +128,11 @@ def _tensor(argument) -> list | None:
 
 
 def _convolution(args: list, input_repr: str | None) -> str:
+    """``Convolution.cpp`` (``get_conv2d_method``, ``should_use_conv2d_im2col``), ``Conv2dDW.cpp``
+    (``pick_conv2d_dw_shader``; "sned": stride != dilation). The direct shader runs grouped
+    convolutions (C_in / groups multiply-adds per output: their own family here) as well as
+    dilated and small dense ones. A 3-D input runs height-packed pointwise or depthwise conv1d
+    shaders, else the channels-packed one."""
     input_shape, weight = _tensor(args[0]) or [], _tensor(args[1]) or []
     out_channels, in_per_group, *kernel = weight + [1] * (4 - len(weight))
     stride, dilation, transposed, groups = _pair(args[3]), _pair(args[5]), bool(args[6]), args[8]
@@ -168,6 +154,8 @@ def _convolution(args: list, input_repr: str | None) -> str:
 
 
 def _product(operator: str, args: list, outputs: list, output_repr: str | None) -> str:
+    """``Linear.cpp``, ``Matmul.cpp`` (``pick_matmul_tile_m``): rows per thread 4, 2 or 1, the
+    largest giving enough threads; the scalar shader on buffers whose widths are not multiples of 4."""
     first, second = (args[1], args[2]) if operator == "aten.addmm.default" else (args[0], args[1])
     kind = "linear" if isinstance(second, dict) and "w" in second else "matmul"
     batch, rows, columns = ([1, 1] + (outputs[0] if outputs else [1]))[-3:]
@@ -194,6 +182,7 @@ def reduced_dims(operator: str, args: list, ndim: int) -> list[int]:
 
 
 def _along(name: str, args: list, input_repr: str | None) -> str:
+    """``Reduce.cpp``, ``Softmax.cpp``, ``NativeLayerNorm.cpp``."""
     input_shape = _tensor(args[0]) or []
     dims = reduced_dims(name, args, len(input_shape))
     if name in _REDUCTIONS:
@@ -205,6 +194,7 @@ def _along(name: str, args: list, input_repr: str | None) -> str:
 
 
 def _clone(signature: dict, input_repr: str | None, output_repr: str | None) -> str:
+    """``Clone.cpp``."""
     if is_int8(signature):
         return "clone:int8"
     source, target = _storage(input_repr), _storage(output_repr)
@@ -216,6 +206,7 @@ def _clone(signature: dict, input_repr: str | None, output_repr: str | None) -> 
 
 
 def _int8_convolution(args: list, outputs: list) -> str:
+    """``Q8taConv2d.cpp``: im2col + the pointwise shader, else the general one."""
     input_shape, groups = _tensor(args[0]) or [0, 0, 0], args[13]
     in_per_group = input_shape[-3] // groups
     pixels = math.prod(outputs[0][-2:]) if outputs else 0

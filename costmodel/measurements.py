@@ -1,9 +1,6 @@
-"""What one device's runs measured, as the fit reads it: a row per node of every program
-(operators and transitions; ET-VK's copies of inputs and outputs aside) with its signature, the
-representations it read and wrote and its GPU time, and a row per program. Kept as one file
-(the calibration's kept runs: JSON Lines, gzipped): :func:`write_measurements`,
-:func:`read_measurements`. Reading them from a run's ETDumps is the Vulkan target's
-(:mod:`harness.targets.vulkan.local.measured_nodes`)."""
+"""What one device's runs measured, as the fit reads it (:class:`Measurements`), and its file
+(the calibration's kept runs, gzipped JSON Lines). Reading them from a run's ETDumps is the
+Vulkan target's (:mod:`harness.targets.vulkan.local.measured_nodes`)."""
 
 import gzip
 import json
@@ -25,7 +22,9 @@ PROGRAM_COLUMNS = [*PROGRAM, "costs", "process_ms"]  # the table it was lowered 
 
 @dataclass
 class Measurements:
-    """What one device's runs measured: a row per node (``NODE_COLUMNS``) and per program
+    """What one device's runs measured: a row per node of every program (``NODE_COLUMNS``:
+    operators and transitions, ET-VK's copies of inputs and outputs aside, with its signature,
+    the representations it read and wrote and its GPU time) and per program
     (``PROGRAM_COLUMNS``); the device's limits where its runs read them; ``measured_on``: where
     runs of other devices stand in for it (:func:`combined`), every device the runs were of."""
 

@@ -9,7 +9,7 @@ from costmodel.queries import ANY, ELEMENT_BYTES, Query, node_queries
 class PerOperatorModel(CostModel):
     """A fixed cost plus a cost per output element (per byte copied, for transitions) for each
     (operator, input, output), or for an operator in any representations (``*``, ``*``); queries
-    it has no line for cost nothing. Tables made by hand (tests, a quick guess) use it."""
+    it has no line for cost nothing."""
 
     kind = "per-operator"
 

@@ -1,7 +1,5 @@
-"""What a cost table predicts of an assignment: its time (ms), the part measured on these very
-nodes, the time per operator, the fitted time outside the table's support per kernel family
-(:mod:`costmodel.support`), and the interval the table states of the whole
-(:mod:`costmodel.intervals`)."""
+"""What a cost table predicts of an assignment (:class:`Prediction`), and the interval it states
+of it (:mod:`costmodel.intervals`)."""
 
 from dataclasses import dataclass, field
 
@@ -13,7 +11,8 @@ from costmodel.support import Support
 @dataclass(frozen=True)
 class Prediction:
     """An assignment's predicted time (ms): in all, the part measured on these very nodes, per
-    operator, and per kernel family the fitted part outside the table's support."""
+    operator, and per kernel family the fitted part outside the table's support
+    (:mod:`costmodel.support`)."""
 
     ms: float = 0.0
     measured_ms: float = 0.0
