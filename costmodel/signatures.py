@@ -17,17 +17,15 @@ def op_name(target) -> str:
 
 def activation_shapes(node_signature: dict) -> list[list[int]]:
     """The shapes of the activations a node reads, in argument order (lists flattened)."""
-    shapes = []
+    return list(_activations(node_signature["args"]))
 
-    def visit(argument):
-        if isinstance(argument, dict) and ACTIVATION in argument:
-            shapes.append(argument[ACTIVATION])
-        elif isinstance(argument, list):
-            for item in argument:
-                visit(item)
 
-    visit(node_signature["args"])
-    return shapes
+def _activations(argument):
+    if isinstance(argument, dict) and ACTIVATION in argument:
+        yield argument[ACTIVATION]
+    elif isinstance(argument, list):
+        for item in argument:
+            yield from _activations(item)
 
 
 def constant_shapes(node_signature: dict) -> list[list[int]]:
