@@ -10,7 +10,7 @@ from executorch.exir.pass_base import PassResult
 from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
 from strategies.assignment import Assignment
-from strategies.layout_problem import extract, remove_transitions, sync_components
+from strategies.layout_problem import extract, nodes_inserted, remove_transitions, sync_components
 from strategies.objective import Objective, TransitionCount
 from strategies.representations import packed_dim_info
 
@@ -214,9 +214,7 @@ class BfsRefined(TagMemoryMetaPass):
     """
 
     def call(self, graph_module):
-        names_before = {node.name for node in graph_module.graph.nodes}
-        super().call(graph_module)
-        inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
+        inserted = nodes_inserted(super().call, graph_module)
         self.bfs_transitions = self.transitions = len(inserted)
         self.refine_seconds = 0.0  # reading the problem off the graph, and the search
         if self.settled(inserted):

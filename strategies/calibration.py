@@ -22,11 +22,10 @@ from costmodel.queries import pair_name
 from layoutkit.reference_strategies import CALIBRATION_ROUND_PREFIX
 from strategies._registry import register_strategy
 from strategies.assignment import Assignment
-from strategies.ilp import IlpLayout, solve
+from strategies.ilp import IlpLayout, Solution, solve
 from strategies.layout_problem import LayoutProblem, extract
 from strategies.objective import Objective
 from strategies.priced_layout import PricedLayout
-from executorch.exir.pass_base import PassResult
 
 MAX_ROUNDS = 8
 NEW_PAIR_VALUE = -1.0  # a node measured in a pair of representations no round used yet
@@ -104,10 +103,8 @@ class CalibrationLayout(IlpLayout):
     def rounds(self, problem: LayoutProblem) -> _Rounds:
         return _kept_rounds((problem.graph,), self.objective(problem))
 
-    def call(self, graph_module):
-        self.solution = self.rounds(extract(self, graph_module)).solution(self.round, self.time_limit_seconds)
-        self.solution.assignment.apply(self, graph_module)
-        return PassResult(graph_module, True)
+    def solution_of(self, graph_module) -> Solution:
+        return self.rounds(extract(self, graph_module)).solution(self.round, self.time_limit_seconds)
 
 
 def outside_pairs(problem: LayoutProblem, table) -> set:

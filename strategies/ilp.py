@@ -133,9 +133,13 @@ class IlpLayout(TagMemoryMetaPass):
     time_limit_seconds = 60.0
 
     def call(self, graph_module):
-        self.solution = solve(self.objective(extract(self, graph_module)), self.time_limit_seconds)
+        self.solution = self.solution_of(graph_module)
         self.solution.assignment.apply(self, graph_module)
         return PassResult(graph_module, True)
+
+    def solution_of(self, graph_module) -> Solution:
+        """The assignment to apply to ``graph_module``, with how it was found."""
+        return solve(self.objective(extract(self, graph_module)), self.time_limit_seconds)
 
     @classmethod
     def summarize(cls, passes) -> dict:

@@ -1,12 +1,11 @@
 """``ilp-time``: the assignment with the least predicted GPU time, solved with HiGHS."""
 
 from executorch.backends.vulkan._passes.tag_memory_meta_pass import TagMemoryMetaPass
-from executorch.exir.pass_base import PassResult
 
 from strategies._registry import register_strategy
-from strategies.ilp import IlpLayout, solve
+from strategies.ilp import IlpLayout, Solution, solve
 from strategies.assignment import Assignment
-from strategies.layout_problem import extract, remove_transitions
+from strategies.layout_problem import extract, nodes_inserted, remove_transitions
 from strategies.objective import PredictedTime
 from strategies.priced_layout import PricedLayout
 
@@ -22,16 +21,12 @@ class IlpTimeLayout(PricedLayout, IlpLayout):
 
     objective = PredictedTime
 
-    def call(self, graph_module):
-        names_before = {node.name for node in graph_module.graph.nodes}
-        TagMemoryMetaPass.call(self, graph_module)  # ExecuTorch's own choices
-        inserted = frozenset(node.name for node in graph_module.graph.nodes if node.name not in names_before)
+    def solution_of(self, graph_module) -> Solution:
+        inserted = nodes_inserted(lambda graph: TagMemoryMetaPass.call(self, graph), graph_module)  # ExecuTorch's own
         problem = extract(self, graph_module, inserted)
         reference = Assignment.read(problem, graph_module)
         remove_transitions(graph_module, inserted)
-        self.solution = solve(self.objective(problem, self.table), self.time_limit_seconds, reference)
-        self.solution.assignment.apply(self, graph_module)
-        return PassResult(graph_module, True)
+        return solve(self.objective(problem, self.table), self.time_limit_seconds, reference)
 
     @classmethod
     def summarize(cls, passes) -> dict:

@@ -197,6 +197,13 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
     return problem
 
 
+def nodes_inserted(run, graph_module: torch.fx.GraphModule) -> frozenset:
+    """The names of the nodes ``run(graph_module)`` (a pass's ``call``) inserted: its clones."""
+    before = {node.name for node in graph_module.graph.nodes}
+    run(graph_module)
+    return frozenset(node.name for node in graph_module.graph.nodes if node.name not in before)
+
+
 def remove_transitions(graph_module, names: frozenset) -> None:
     """Undo a pass's clones (``names``): each reader goes back to the clone's source."""
     for node in reversed(list(graph_module.graph.nodes)):
