@@ -10,7 +10,8 @@ from executorch.exir.pass_base import PassResult
 from layoutkit.errors import InvalidAssignmentError
 from strategies._registry import register_strategy
 from strategies.assignment import Assignment
-from strategies.layout_problem import extract, nodes_inserted, remove_transitions, sync_components
+from strategies.layout_problem import (extract, nodes_inserted, remove_transitions, shared_packed_dim_infos,
+                                       sync_components)
 from strategies.objective import Objective, TransitionCount
 from strategies.representations import packed_dim_info
 
@@ -64,19 +65,11 @@ class LocalSearch:
     def _choices(self, members) -> dict:
         """For each packed-dim info all members offer: the representation each takes (its
         current one where that has the info, else its first with it)."""
-        grouped = {}
-        for member in members:
-            by_info: dict = {}
-            for r in self.problem.domain_of(member):
-                by_info.setdefault(packed_dim_info(r), []).append(r)
-            grouped[member] = by_info
-        infos = set.intersection(*(set(by_info) for by_info in grouped.values()))
         choices = {}
-        for info in sorted(infos, key=lambda i: (i.packed_dim, i.packed_dim_block_size)):
-            choices[info] = {
-                member: self.reprs[member] if self.reprs[member] in by_info[info] else by_info[info][0]
-                for member, by_info in grouped.items()
-            }
+        for info in sorted(shared_packed_dim_infos(self.problem, members),
+                           key=lambda i: (i.packed_dim, i.packed_dim_block_size)):
+            matching = {m: [r for r in self.problem.domain_of(m) if packed_dim_info(r) == info] for m in members}
+            choices[info] = {m: self.reprs[m] if self.reprs[m] in matching[m] else matching[m][0] for m in members}
         return choices
 
     def assignment(self) -> Assignment:
@@ -105,13 +98,8 @@ class LocalSearch:
     def _affected_sources(self, members) -> list:
         """The tensors whose clones a change of ``members`` can change, each once, sorted (a
         cost summed over them rounds alike whatever the hash seed)."""
-        sources = set()
-        for kind, ref in members:
-            if kind == "tensor":
-                sources.add(ref)
-            else:
-                sources.update(self.problem.uses[ref].sources)
-        return sorted(sources)
+        return sorted({source for kind, ref in members
+                       for source in ([ref] if kind == "tensor" else self.problem.uses[ref].sources)})
 
     def _priced_ops(self, members) -> list:
         """The operators ``members``' representations price, each once, sorted (a cost summed
@@ -137,17 +125,17 @@ class LocalSearch:
         while len(self.undo_log) > length:
             self._set(*self.undo_log.pop())
 
+    def _linked(self, member) -> list:
+        """The members a tensor -> use edge joins ``member`` to: a tensor's uses, a use's sources."""
+        kind, ref = member
+        if kind == "tensor":
+            return [("use", index) for index in self.uses_of[ref]]
+        return [("tensor", source) for source in self.problem.uses[ref].sources]
+
     def _agreeing_neighbours(self, unit):
         """Units joined to ``unit`` by a tensor -> use edge that needs no clone now."""
-        for kind, ref in self.units[unit]:
-            own = self.reprs[(kind, ref)]
-            if kind == "tensor":
-                neighbours = [("use", index) for index in self.uses_of[ref]]
-            else:
-                neighbours = [("tensor", source) for source in self.problem.uses[ref].sources]
-            for member in neighbours:
-                if self.reprs[member] == own:
-                    yield self.unit_of[member]
+        for member in self.units[unit]:
+            yield from (self.unit_of[m] for m in self._linked(member) if self.reprs[m] == self.reprs[member])
 
     def grow(self, seeds: list[int], info, patience: int | None = None) -> bool:
         """Move ``seeds`` to ``info``, then, breadth-first, each unit that agreed with a moved
@@ -171,7 +159,7 @@ class LocalSearch:
         self._undo_to(best_length)
         return best < 0
 
-    def _transition_moves(self):
+    def _moves(self):
         """For each transition (source, representation read): move the source's side to
         what is read or the readers' side to the source's representation."""
         for source, reads in self.reads.items():
@@ -184,9 +172,6 @@ class LocalSearch:
                                   if self.reprs[("use", i)] == r})
                 yield [source_unit], packed_dim_info(r)
                 yield readers, packed_dim_info(own)
-
-    def _moves(self):
-        return self._transition_moves()
 
     def run(self, max_rounds: int = 50) -> None:
         self.undo_log = []

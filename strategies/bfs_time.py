@@ -70,17 +70,11 @@ class TimeSearch(LocalSearch):
 
     def _neighbours(self, unit) -> set:
         """Units whose cost a change of ``unit`` changes: across its clones and its operators."""
-        found = set()
-        for member in self.units[unit]:
-            kind, ref = member
-            if kind == "tensor":
-                found.update(self.unit_of[("use", index)] for index in self.uses_of[ref])
-            else:
-                found.update(self.unit_of[("tensor", source)] for source in self.problem.uses[ref].sources)
-            for op in self.priced.get(member, ()):
-                found.update(self.unit_of[m] for m in self.pairs[op] if m is not None)
-        found.discard(unit)
-        return found
+        members = self.units[unit]
+        found = {self.unit_of[m] for member in members for m in self._linked(member)}
+        found.update(self.unit_of[m] for member in members for op in self.priced.get(member, ())
+                     for m in self.pairs[op] if m is not None)
+        return found - {unit}
 
     def _near(self, units) -> list:
         """``units`` and their neighbours, in order (every unit for None)."""
@@ -100,7 +94,7 @@ class TimeSearch(LocalSearch):
         near = self._near(self.changed)
         self.changed = set()
         every = len(near) == len(self.units)
-        for seeds, info in self._transition_moves():
+        for seeds, info in super()._moves():
             if every or not set(near).isdisjoint(seeds):
                 yield seeds, info
         yield from self._unit_moves(near)
