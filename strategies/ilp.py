@@ -144,14 +144,9 @@ class IlpLayout(TagMemoryMetaPass):
     @classmethod
     def summarize(cls, passes) -> dict:
         solutions = [p.solution for p in passes]
-        return {
-            "optimal": all(s.optimal for s in solutions),
-            "objective": sum(s.cost for s in solutions),
-            "bound": sum(s.bound for s in solutions),
-            "solve_seconds": sum(s.solve_seconds for s in solutions),
-            "variables": sum(s.variables for s in solutions),
-            "constraints": sum(s.constraints for s in solutions),
-        }
+        totals = {name: sum(getattr(s, name) for s in solutions)
+                  for name in ("cost", "bound", "solve_seconds", "variables", "constraints")}
+        return {"optimal": all(s.optimal for s in solutions), "objective": totals.pop("cost"), **totals}
 
 
 @register_strategy("ilp-bytes")

@@ -60,9 +60,8 @@ class _Model:
         return len(self.cost) - 1
 
     def row(self, entries, lower: float, upper: float) -> None:
-        for index, value in entries:
-            self.row_index.append(index)
-            self.row_value.append(value)
+        self.row_index += [index for index, _ in entries]
+        self.row_value += [value for _, value in entries]
         self.row_starts.append(len(self.row_index))
         self.rows_lower.append(lower)
         self.rows_upper.append(upper)
@@ -138,9 +137,8 @@ def formulate(objective: Objective) -> Formulation:
                     cost = 0.0 if priced else objective.transition_cost(source, None, r)
                     z[(source, r)] = model.column(cost, integer=False)
                     if priced:
-                        for origin, column in _price_transition(model, objective, x[source], source, r,
-                                                                z[(source, r)]).items():
-                            t[(source, origin, r)] = column
+                        columns = _price_transition(model, objective, x[source], source, r, z[(source, r)])
+                        t.update({(source, origin, r): column for origin, column in columns.items()})
                 entries = [(z[(source, r)], 1.0), (y_col, -1.0)]
                 if r in x[source]:
                     entries.append((x[source][r], 1.0))

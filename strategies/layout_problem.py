@@ -19,13 +19,7 @@ from costmodel.pricing import Pricing
 from costmodel.fx import graph_digest, node_values, signature
 from costmodel.queries import Query, pair_name, transition_signature
 from costmodel.signatures import op_name
-from strategies.representations import (
-    DEFAULT_REPR,
-    Repr,
-    element_bytes,
-    packed_dim_info,
-    reprs_of,
-)
+from strategies.representations import DEFAULT_REPR, Repr, element_bytes, packed_dim_info, reprs_of
 
 TensorKey = tuple[str, int]  # (producing node name, output index)
 
@@ -130,8 +124,9 @@ class LayoutProblem:
         return self.tensors[ref].domain if kind == "tensor" else self.uses[ref].domain
 
 
-def _dtype(value: torch.Tensor) -> str:
-    return str(value.dtype).removeprefix("torch.")
+def _tensor(key: TensorKey, node: torch.fx.Node, domain: list[Repr], value: torch.Tensor, force_fp16: bool) -> Tensor:
+    return Tensor(key, node.name, domain, tuple(value.shape), element_bytes(value.dtype, force_fp16),
+                  str(value.dtype).removeprefix("torch."))
 
 
 def _tensor_key(node: torch.fx.Node) -> TensorKey:
@@ -158,8 +153,7 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
             domain = reprs_of(repsets.get_out_repset(k), val.dtype)
             if layout_pass.force_fp16:
                 domain = [r for r in domain if r[0] == VkStorageType.TEXTURE_3D] or domain
-            problem.tensors[key] = Tensor(key, node.name, domain, tuple(val.shape),
-                                          element_bytes(val.dtype, layout_pass.force_fp16), _dtype(val))
+            problem.tensors[key] = _tensor(key, node, domain, val, layout_pass.force_fp16)
             outputs.append(key)
         problem.op_outputs[node.name] = outputs
 
@@ -167,15 +161,14 @@ def extract(layout_pass, graph_module: torch.fx.GraphModule, inserted: frozenset
         for i, arg in enumerate(node.args):
             if not layout_pass.is_non_constant_tensor_node(arg):
                 continue
-            members = [m.args[0] if m.name in inserted else m for m in (arg if isinstance(arg, (list, tuple)) else [arg])]
+            listed = arg if isinstance(arg, (list, tuple)) else [arg]
+            members = [m.args[0] if m.name in inserted else m for m in listed]
             domain = reprs_of(repsets.get_arg_repset(i), node_values(members[0])[0].dtype)
             sources = [_tensor_key(m) for m in members]
             for member, key in zip(members, sources):
                 consumer_domains.setdefault(key, []).extend(domain)
                 if key not in problem.tensors and member.target != operator.getitem:
-                    val = node_values(member)[0]
-                    problem.tensors[key] = Tensor(key, member.name, [], tuple(val.shape),
-                                                  element_bytes(val.dtype, layout_pass.force_fp16), _dtype(val))
+                    problem.tensors[key] = _tensor(key, member, [], node_values(member)[0], layout_pass.force_fp16)
             use_indices[i] = len(problem.uses)
             problem.uses.append(Use(node.name, i, sources, domain))
 
@@ -238,14 +231,6 @@ def shared_packed_dim_infos(problem: LayoutProblem, members) -> set:
 def infeasible_operators(problem: LayoutProblem) -> list[str]:
     """Operators whose own constraints already admit nothing: an empty domain, or a sync
     group whose members share no packed-dim info."""
-    names = set()
-    for use in problem.uses:
-        if not use.domain:
-            names.add(use.op)
-    for op_name, outputs in problem.op_outputs.items():
-        if any(not problem.tensors[k].domain for k in outputs):
-            names.add(op_name)
-    for group in problem.sync_groups:
-        if not shared_packed_dim_infos(problem, group.members):
-            names.add(group.op)
-    return sorted(names)
+    return sorted({use.op for use in problem.uses if not use.domain}
+                  | {op for op, keys in problem.op_outputs.items() if not all(problem.tensors[k].domain for k in keys)}
+                  | {group.op for group in problem.sync_groups if not shared_packed_dim_infos(problem, group.members)})
