@@ -54,13 +54,9 @@ class MemoryAttentionBlock(nn.Module):
         self.norm1 = nn.LayerNorm(D_MODEL)
         self.self_attn = RopeAttention(D_MODEL, D_MODEL, TOKEN_GRID, TOKEN_GRID)
         self.norm2 = nn.LayerNorm(D_MODEL)
-        self.cross_attn = RopeAttention(
-            D_MODEL, MEMORY_DIM, TOKEN_GRID, MEMORY_GRID, k_repeat=MEMORY_FRAMES
-        )
+        self.cross_attn = RopeAttention(D_MODEL, MEMORY_DIM, TOKEN_GRID, MEMORY_GRID, k_repeat=MEMORY_FRAMES)
         self.norm3 = nn.LayerNorm(D_MODEL)
-        self.mlp = nn.Sequential(
-            nn.Linear(D_MODEL, MLP_DIM), nn.ReLU(), nn.Linear(MLP_DIM, D_MODEL)
-        )
+        self.mlp = nn.Sequential(nn.Linear(D_MODEL, MLP_DIM), nn.ReLU(), nn.Linear(MLP_DIM, D_MODEL))
 
     def forward(self, tokens: torch.Tensor, memory: torch.Tensor, memory_pos: torch.Tensor):
         x = self.norm1(tokens)
@@ -77,11 +73,9 @@ def edgetam_memory_attention() -> ModelSpec:
     generator = torch.Generator().manual_seed(0)
     num_tokens = TOKEN_GRID[0] * TOKEN_GRID[1]
     num_memory = MEMORY_FRAMES * MEMORY_GRID[0] * MEMORY_GRID[1]
-    inputs = (
-        torch.randn(1, num_tokens, D_MODEL, generator=generator),
-        torch.randn(1, num_memory, MEMORY_DIM, generator=generator),
-        torch.randn(1, num_memory, MEMORY_DIM, generator=generator),
-    )
+    inputs = (torch.randn(1, num_tokens, D_MODEL, generator=generator),
+              torch.randn(1, num_memory, MEMORY_DIM, generator=generator),
+              torch.randn(1, num_memory, MEMORY_DIM, generator=generator))
     return ModelSpec("edgetam_memory_attention", module, inputs)
 
 
@@ -91,8 +85,4 @@ def edgetam_image_encoder() -> ModelSpec:
     timm = import_timm()
     module = timm.create_model("repvit_m1", pretrained=False, features_only=True).eval()
     generator = torch.Generator().manual_seed(0)
-    return ModelSpec(
-        "edgetam_image_encoder",
-        module,
-        (torch.randn(1, 3, IMAGE_SIZE, IMAGE_SIZE, generator=generator),),
-    )
+    return ModelSpec("edgetam_image_encoder", module, (torch.randn(1, 3, IMAGE_SIZE, IMAGE_SIZE, generator=generator),))

@@ -47,16 +47,8 @@ def any_timm_model(arch: str) -> ModelSpec:
 # many (mobilevit_xs: 19 partitions, a minute to lower).
 _QUICK = ("resnet18", "mobilenetv3_small_100")
 _QUICK_UNFUSED = ("deit_tiny_patch16_224", "mobilevit_xs")
-_FULL_ONLY = (
-    "efficientnet_b0",
-    "convnext_atto",
-    "vit_small_patch16_224",
-    "efficientformer_l1",
-    "levit_128s",
-    "fastvit_t8",
-    "repvit_m1",
-    "tiny_vit_5m_224",
-)
+_FULL_ONLY = ("efficientnet_b0", "convnext_atto", "vit_small_patch16_224", "efficientformer_l1", "levit_128s",
+              "fastvit_t8", "repvit_m1", "tiny_vit_5m_224")
 
 
 def _register(arch: str, zoos: tuple) -> None:

@@ -6,9 +6,8 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemor
 
 from strategies._registry import register_strategy
 
-WIDTH_PACKED_ANY_STORAGE = utils.TensorRepSet(
-    {VkMemoryLayout.TENSOR_WIDTH_PACKED}, {VkMemoryLayout.TENSOR_WIDTH_PACKED}
-)
+WIDTH_PACKED_ANY_STORAGE = utils.TensorRepSet({VkMemoryLayout.TENSOR_WIDTH_PACKED},
+                                              {VkMemoryLayout.TENSOR_WIDTH_PACKED})
 
 
 @register_strategy("all-width-packed")

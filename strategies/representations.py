@@ -13,10 +13,7 @@ import math
 
 import executorch.backends.vulkan.utils as vk_utils
 import torch
-from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
-    VkMemoryLayout,
-    VkStorageType,
-)
+from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkMemoryLayout, VkStorageType
 
 from costmodel.queries import pair_name
 
