@@ -261,11 +261,6 @@ def source_digest(name: str) -> str:
     return variants.digest(_resolve(variants.base).digest())
 
 
-def check_model_name(name: str) -> None:
-    """Raise a UsageError for a name ``create`` could not resolve, without building it."""
-    _resolve(split_variants(name).base)
-
-
 def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str]:
     """Model names from a comma list or a zoo name, validated."""
     if zoo is not None:
@@ -278,7 +273,7 @@ def resolve_models(names: str | None = None, zoo: str | None = None) -> list[str
     if not chosen:
         raise UsageError(f"no model named in {names or ''!r}; name one or more (see `layoutbench list models`)")
     for name in chosen:
-        check_model_name(name)
+        _resolve(split_variants(name).base)  # raises for a name create() could not resolve, building nothing
     return list(dict.fromkeys(chosen))
 
 

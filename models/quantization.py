@@ -16,24 +16,16 @@ def calibration_inputs(example_inputs: tuple) -> list[tuple]:
     """The example inputs, then seeded normal draws of the same shapes (float tensors only;
     other inputs are kept as they are)."""
     generator = torch.Generator().manual_seed(CALIBRATION_SEED)
-    rounds = [example_inputs]
-    for _ in range(CALIBRATION_ROUNDS - 1):
-        rounds.append(tuple(
-            torch.randn(t.shape, generator=generator, dtype=t.dtype)
-            if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-            for t in example_inputs
-        ))
-    return rounds
+    return [example_inputs, *(tuple(torch.randn(t.shape, generator=generator, dtype=t.dtype)
+                                    if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                                    for t in example_inputs) for _ in range(CALIBRATION_ROUNDS - 1))]
 
 
 def is_quantized(module: torch.nn.Module) -> bool:
     """Whether ``module`` is a PT2E-quantized graph (it has quantize/dequantize nodes)."""
-    if not isinstance(module, torch.fx.GraphModule):
-        return False
-    return any(
+    return isinstance(module, torch.fx.GraphModule) and any(
         node.op == "call_function" and getattr(node.target, "namespace", None) == "quantized_decomposed"
-        for node in module.graph.nodes
-    )
+        for node in module.graph.nodes)
 
 
 def quantize_int8(module: torch.nn.Module, example_inputs: tuple) -> torch.fx.GraphModule:

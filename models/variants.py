@@ -62,12 +62,10 @@ def half_precision(name: str) -> bool:
 
 def _unfuse_attention(module: torch.nn.Module) -> int:
     """Switch timm's fused SDPA off in every attention module; returns how many."""
-    count = 0
-    for sub in module.modules():
-        if hasattr(sub, "fused_attn"):
-            sub.fused_attn = False
-            count += 1
-    return count
+    attention = [sub for sub in module.modules() if hasattr(sub, "fused_attn")]
+    for sub in attention:
+        sub.fused_attn = False
+    return len(attention)
 
 
 def _unfuse(spec, base: str) -> None:

@@ -82,12 +82,10 @@ def get_strategy(name: str) -> type:
         return _strategies[name]
     found = entry_point_names(ENTRY_POINT_GROUP).get(name)
     if found is not None:
-        cls = _check_strategy_class(name, found.load())
-    elif ":" in name:
-        cls = _check_strategy_class(name, load_object(name, "strategy", list_strategies()))
-    else:
-        raise UnknownNameError("strategy", name, list_strategies(), " (or package.module:Class, or file.py:Class)")
-    return cls
+        return _check_strategy_class(name, found.load())
+    if ":" in name:
+        return _check_strategy_class(name, load_object(name, "strategy", list_strategies()))
+    raise UnknownNameError("strategy", name, list_strategies(), " (or package.module:Class, or file.py:Class)")
 
 
 def is_built_in(name: str) -> bool:
@@ -103,11 +101,8 @@ def unavailable_reason(name: str, costs=None) -> str | None:
     cls = get_strategy(name)
     if costs is None and takes_costs(cls):
         return NO_TABLE
-    check_available = getattr(cls, "check_available", None)
-    if check_available is None:
-        return None
     try:
-        check_available()
+        getattr(cls, "check_available", lambda: None)()
     except UnavailableError as error:
         return str(error)
     return None
