@@ -23,7 +23,7 @@ from costmodel.table import NO_TABLE
 from layoutkit.errors import UnavailableError, UnknownNameError, UsageError
 from layoutkit.plugins import entry_point_names, load_object
 from layoutkit.registry import direct_public_module, import_built_ins
-from strategies.priced_layout import takes_costs
+from strategies.priced_layout import PricedLayout
 
 ENTRY_POINT_GROUP = "layoutbench.strategies"
 
@@ -99,7 +99,7 @@ def unavailable_reason(name: str, costs=None) -> str | None:
     or None: a table it prices with is missing, or its class's optional ``check_available()``
     raised (an UnavailableError); asked before anything is lowered."""
     cls = get_strategy(name)
-    if costs is None and takes_costs(cls):
+    if costs is None and issubclass(cls, PricedLayout):
         return NO_TABLE
     try:
         getattr(cls, "check_available", lambda: None)()

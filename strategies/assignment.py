@@ -17,7 +17,7 @@ from costmodel.queries import Price
 from costmodel.table import CostTable
 from layoutkit.errors import InvalidAssignmentError
 from strategies.layout_problem import LayoutProblem, TensorKey
-from strategies.representations import Repr, as_pair, to_tensor_repr
+from strategies.representations import Repr, as_pair
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Assignment:
         cache); returns the number of clones inserted, checked against :attr:`transitions`."""
         outputs: dict = {}
         for key, tensor in self.problem.tensors.items():
-            outputs.setdefault(tensor.node, []).append(to_tensor_repr(self.tensors[key]))
+            outputs.setdefault(tensor.node, []).append(vk_utils.TensorRepr(*self.tensors[key]))
         nodes = {node.name: node for node in graph_module.graph.nodes}
         for name, reprs in outputs.items():
             vk_utils.set_node_repr(nodes[name], reprs[0] if len(reprs) == 1 else vk_utils.TensorReprList(reprs))
@@ -101,7 +101,7 @@ class Assignment:
         transition_cache: dict = {}
         for use, representation in zip(self.problem.uses, self.uses):
             set_arg_node_repr_or_transition(
-                graph_module, nodes[use.op], use.arg_index, to_tensor_repr(representation), True, transition_cache
+                graph_module, nodes[use.op], use.arg_index, vk_utils.TensorRepr(*representation), True, transition_cache
             )
         graph_module.recompile()
         if len(transition_cache) != len(self.transitions):

@@ -20,14 +20,9 @@ class PricedLayout:
         return self.costs
 
 
-def takes_costs(layout_pass_cls: type) -> bool:
-    """Whether ``layout_pass_cls`` is constructed with a cost table (``costs=``)."""
-    return issubclass(layout_pass_cls, PricedLayout)
-
-
 def construct(layout_pass_cls: type, args: tuple, kwargs: dict, costs: CostTable | None):
     """The layout pass as ExecuTorch constructs it (``args``, ``kwargs``), with ``costs`` where
     it prices its choices."""
-    if takes_costs(layout_pass_cls):
+    if issubclass(layout_pass_cls, PricedLayout):
         return layout_pass_cls(*args, costs=costs, **kwargs)
     return layout_pass_cls(*args, **kwargs)

@@ -102,12 +102,15 @@ def filtered(repset: vk_utils.TensorRepSet, dtype) -> vk_utils.TensorRepSet:
     return vk_utils.TensorRepSet(repset.valid_buffer_layouts & layouts, repset.valid_texture_layouts & layouts)
 
 
+def _reprs(repset: vk_utils.TensorRepSet) -> list[Repr]:
+    """A repset's representations in a fixed order: buffers, then textures, each by layout."""
+    return ([(VkStorageType.BUFFER, layout) for layout in sorted(repset.valid_buffer_layouts)]
+            + [(VkStorageType.TEXTURE_3D, layout) for layout in sorted(repset.valid_texture_layouts)])
+
+
 def reprs_of(repset: vk_utils.TensorRepSet, dtype: torch.dtype) -> list[Repr]:
-    """The representations a TensorRepSet allows a tensor of ``dtype``, in a fixed order."""
-    allowed = filtered(repset, dtype)
-    return [(VkStorageType.BUFFER, layout) for layout in sorted(allowed.valid_buffer_layouts)] + [
-        (VkStorageType.TEXTURE_3D, layout) for layout in sorted(allowed.valid_texture_layouts)
-    ]
+    """The representations a TensorRepSet allows a tensor of ``dtype``."""
+    return _reprs(filtered(repset, dtype))
 
 
 @functools.cache  # a handful of representations, asked about constantly by the searches
@@ -120,21 +123,14 @@ def as_pair(representation: vk_utils.TensorRepr) -> Repr:
     return (representation.storage_type, representation.memory_layout)
 
 
-def to_tensor_repr(representation: Repr) -> vk_utils.TensorRepr:
-    return vk_utils.TensorRepr(*representation)
-
-
 def repset_packed_dim_infos(repset: vk_utils.TensorRepSet) -> set:
     """The packed-dim infos a repset's representations have."""
-    return {packed_dim_info((storage, layout))
-            for storage, layouts in ((VkStorageType.TEXTURE_3D, repset.valid_texture_layouts),
-                                     (VkStorageType.BUFFER, repset.valid_buffer_layouts))
-            for layout in layouts}
+    return {packed_dim_info(r) for r in _reprs(repset)}
 
 
 def repr_name(representation: vk_utils.TensorRepr) -> str:
     """E.g. ``TEXTURE_3D/CHANNELS_PACKED``: the name a cost table gives its pair."""
-    return pair_name((representation.storage_type, representation.memory_layout))
+    return pair_name(as_pair(representation))
 
 
 def repset_name(repset: vk_utils.TensorRepSet) -> str:
