@@ -4,6 +4,8 @@ Any other timm architecture is reachable as ``timm:<name>``; the zoo ``timm`` is
 (globs choose some: ``--models 'timm:*vit*'``).
 """
 
+import functools
+
 import torch
 
 from layoutkit.errors import UnknownNameError
@@ -38,8 +40,7 @@ def timm_catalog() -> list[str]:
 
 @register_family("timm", check=check_timm_name, catalog=timm_catalog)
 def any_timm_model(arch: str) -> ModelSpec:
-    check_timm_name(arch)
-    return timm_spec(arch)
+    return timm_spec(arch)  # the registry checked the name first
 
 
 # Quick zoo: models that export and lower in seconds, used by tests and `make bench`.
@@ -51,14 +52,8 @@ _FULL_ONLY = ("efficientnet_b0", "convnext_atto", "vit_small_patch16_224", "effi
               "fastvit_t8", "repvit_m1", "tiny_vit_5m_224")
 
 
-def _register(arch: str, zoos: tuple) -> None:
-    register_model(lambda: timm_spec(arch), name=arch, zoos=zoos)
-
-
-for _arch in _QUICK:
-    _register(_arch, ("quick", "full"))
-for _arch in _QUICK_UNFUSED + _FULL_ONLY:
-    _register(_arch, ("full",))
+for _arch in _QUICK + _QUICK_UNFUSED + _FULL_ONLY:
+    register_model(functools.partial(timm_spec, _arch), name=_arch, zoos=("quick",) if _arch in _QUICK else ())
 add_to_zoo("quick", *(f"{arch}.unfused" for arch in _QUICK_UNFUSED))
 _FULL_UNFUSED = ("vit_small_patch16_224", "tiny_vit_5m_224")
 add_to_zoo("full", *(f"{arch}.unfused" for arch in _QUICK_UNFUSED + _FULL_UNFUSED))
