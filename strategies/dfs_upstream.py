@@ -55,9 +55,7 @@ class DfsUpstream(TagMemoryMetaPass):
         multi-output op whose outputs are not synced is followed only through its primary
         output's ``getitem``, as the pinned pass does."""
         users = list(node.users)
-        sync_outs = True
-        if self.is_valid_op_node(node):
-            sync_outs = self.get_node_cached_repsets(node).sync_outs_repr
+        sync_outs = not self.is_valid_op_node(node) or self.get_node_cached_repsets(node).sync_outs_repr
         if utils.num_tensors_in_node(node) > 1 and not sync_outs:
             users = [u for u in users if u.target == operator.getitem and u.args[1] == 1]
         for user in users:

@@ -68,11 +68,10 @@ class _Model:
 
     def solve(self, time_limit: float, start: list[float] | None = None, relative_gap: float = 0.0) -> highspy.Highs:
         highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
-        highs.setOptionValue("time_limit", float(time_limit))
-        highs.setOptionValue("mip_rel_gap", relative_gap)
-        highs.setOptionValue("random_seed", 0)
-        highs.setOptionValue("threads", 1)
+        options = {"output_flag": False, "time_limit": float(time_limit), "mip_rel_gap": relative_gap,
+                   "random_seed": 0, "threads": 1}
+        for option, value in options.items():
+            highs.setOptionValue(option, value)
         n = len(self.cost)
         highs.addCols(n, np.array(self.cost), np.zeros(n), np.array(self.upper), 0,
                       np.array([], dtype=np.int32), np.array([], dtype=np.int32), np.array([]))
