@@ -102,8 +102,7 @@ class LocalSearch:
                        for source in ([ref] if kind == "tensor" else self.problem.uses[ref].sources)})
 
     def _priced_ops(self, members) -> list:
-        """The operators ``members``' representations price, each once, sorted (a cost summed
-        over them rounds alike whatever the hash seed)."""
+        """The operators ``members``' representations price, each once, sorted as :meth:`_affected_sources`."""
         return sorted({op for member in members for op in self.priced.get(member, ())})
 
     def _cost(self, sources: list, ops: list) -> float:

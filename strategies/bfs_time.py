@@ -12,28 +12,24 @@ from strategies.representations import packed_dim_info
 
 
 class TimeSearch(LocalSearch):
-    """:class:`LocalSearch` with the predicted time of the assignment as its cost: each
-    operator node's time in the representations it reads (its primary argument) and writes
-    (its first output), plus each clone's time, with what the table is unsure of charged as
-    ilp-time charges it (:class:`strategies.objective.PredictedTime`, against a reference
-    assignment): a node leaves the reference's representations only for a saving the table is
-    sure of.
-
-    Moves, each taken only when it lowers the time:
+    """:class:`LocalSearch` on predicted time (:class:`~strategies.objective.PredictedTime`): each
+    operator node's time in what it reads (its primary argument) and writes (its first output),
+    plus each clone's, what the table is unsure of charged as ilp-time charges it against a
+    reference assignment, so a node leaves the reference's pair only for a saving the table is
+    sure of. Moves, each taken only when it lowers the time:
 
     - *region moves*, as bfs-refined's: the ones a clone suggests, and each unit to another
-      packed dim where the table prices its operators lower (a per-operator preference read
-      from the table) or where moving it alone saves time; each grows through agreeing
-      neighbours, so a run of agnostic ops follows when that pays (a preference's move at
-      most ``preference_patience`` units past its best point: what it wants is local);
+      packed dim where the table prices its operators lower or moving it alone saves time;
+      each grows through agreeing neighbours, so a run of agnostic ops follows when that pays
+      (a preference's move at most ``preference_patience`` units past its best: it is local);
     - *kicks*, once region moves find nothing: a unit next to a clone to another packed dim
-      even where that alone costs time, then up to ``repairs`` times the best single move of
-      a unit next to what moved; kept when the whole saves time. They find what a device's
-      table rarely asks for but a rougher one does: neighbours that each want another
-      packed dim, with the clones between them placed where they are cheapest.
+      even where that alone costs time, then up to ``repairs`` times the best single move next
+      to what moved, kept when the whole saves time. They find what a device's table rarely
+      asks for but a rougher one does: neighbours that each want another packed dim, with the
+      clones between them placed where they are cheapest.
 
-    After the first round, moves start only next to what the round before changed, so the
-    result is deterministic and never costs more than the start.
+    After the first round, moves start only next to what the round before changed; the result
+    is deterministic and never costs more than the start.
     """
 
     preference_patience = 8
@@ -142,13 +138,12 @@ class TimeSearch(LocalSearch):
 
 @register_strategy("bfs-time")
 class BfsTime(PricedLayout, BfsRefined):
-    """``bfs-refined``, then :class:`TimeSearch` from its assignment on predicted time under
-    the cost table it is constructed with (``--costs``). A move is taken only when it lowers
-    that time (plus what the table is unsure of), and the result only where it saves more than
-    the table's spread on its anchor, the faster of bfs-downstream's and bfs-refined's
-    assignments (ilp-time's rule, :mod:`strategies.objective`), which it keeps otherwise;
-    the search runs even where the pass inserted no clone, since a node's representation
-    alone can cost time. Without a table its records are skipped, saying how to get one."""
+    """``bfs-refined``, then :class:`TimeSearch` from its assignment under the cost table it is
+    constructed with (``--costs``); the result is kept only where it saves more than the table's
+    spread on its anchor, the faster of bfs-downstream's and bfs-refined's assignments
+    (ilp-time's rule, :mod:`strategies.objective`). It searches even where the pass inserted no
+    clone: a node's representation alone can cost time. Without a table its records are skipped,
+    saying how to get one."""
 
     def settled(self, inserted: frozenset) -> bool:
         return False
@@ -156,12 +151,8 @@ class BfsTime(PricedLayout, BfsRefined):
     def refine(self, passed: Assignment) -> Assignment:
         plain = PredictedTime(passed.problem, self.table)
         start = super().refine(passed)
-        # Uncertainty is charged against ExecuTorch's own choices, as ilp-time charges it.
-        search = TimeSearch(start, plain.relative_to(passed))
+        search = TimeSearch(start, plain.relative_to(passed))  # unsure prices charged against ExecuTorch's choices
         search.run()
         found = search.assignment()
-        # The search lowers time plus what the table is unsure of; its result is kept only where
-        # its time alone saves more than a run's spread on the faster of the pass's and the start
-        # (ties: the start's fewer transitions).
-        anchor = plain.cheapest([start, passed])
+        anchor = plain.cheapest([start, passed])  # ties: the start's fewer transitions
         return found if plain.saves_beyond_spread(plain.cost(anchor), plain.cost(found)) else anchor

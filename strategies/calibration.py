@@ -1,15 +1,14 @@
 """``calibration-N``: the assignments ``layoutbench calibrate`` measures a cost table from.
 
-Round N is the N-th of a sequence of ILP solutions over the same OpRepSets, each putting
-as many operator nodes as it can in a (primary input, output) representation pair that no
-earlier round used, at a small price per transition; so that, together, a few programs
-measure every node in as many of its allowed representations as possible. A round depends
-only on the graph and the rounds before it, so a round is a plain strategy that any worker
-can make; a process keeps the sequence of each graph it solved, so its rounds cost one
-solve each. Each solve has a time limit and its best assignment stands (coverage, not an
-optimum, is the point), so where a limit is reached another machine may make another
-program: each program's node map says what it measured, and the fit needs nothing more. Unlisted: these are measurements, not layout
-policies to compare.
+Round N is the N-th of a sequence of ILP solutions over the same OpRepSets, each putting as
+many operator nodes as it can in a (primary input, output) representation pair no earlier
+round used, at a small price per transition: together, a few programs measure every node in
+as many of its allowed representations as possible. A round depends only on the graph and the
+rounds before it, so it is a plain strategy any worker can make; a process keeps the rounds of
+each graph it solved, so each costs one solve. A solve's time limit lets its best assignment
+stand (coverage, not an optimum, is the point), so another machine may make another program:
+each program's node map says what it measured, and the fit needs nothing more. Unlisted: these
+are measurements, not layout policies to compare.
 
 ``calibration-top-up-N`` (``calibrate --top-up``) is round N restricted to what a device's cost
 table (``--costs``) prices outside its support: only the (node, input, output) pairs it has not
