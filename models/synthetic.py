@@ -6,6 +6,7 @@ arbitrary branch-and-merge structure. Sinks are returned as outputs, so no op is
 Named ``synthetic:<ops>`` or ``synthetic:<ops>:<seed>``.
 """
 
+import operator
 import random
 
 import torch
@@ -17,7 +18,7 @@ from models._registry import ModelSpec, register_family, register_model
 WIDTH = 8
 MIN_OPS, MAX_OPS = 5, 10_000
 UNARY_KINDS = ("conv", "linear", "layer_norm", "permute", "relu")
-BINARY_KINDS = ("add", "mul")
+BINARY_OPS = {"add": operator.add, "mul": operator.mul}
 PERMUTATIONS = ((0, 2, 3, 1), (0, 3, 1, 2), (0, 1, 3, 2))
 
 
@@ -50,10 +51,8 @@ class SyntheticGraph(nn.Module):
                 values.append(a.permute(*PERMUTATIONS[param]))
             elif kind == "relu":
                 values.append(torch.relu(a))
-            elif kind == "add":
-                values.append(a + values[inputs[1]])
             else:
-                values.append(a * values[inputs[1]])
+                values.append(BINARY_OPS[kind](a, values[inputs[1]]))
         return tuple(values[i] for i in self.outputs)
 
 
@@ -65,7 +64,7 @@ def make_recipe(num_ops: int, seed: int) -> tuple[list, list[int]]:
         produced = index + 1  # values[0] is the input
         first = max(0, produced - 1 - int(rng.expovariate(0.7)))
         if produced > 1 and rng.random() < 0.3:
-            kind = rng.choice(BINARY_KINDS)
+            kind = rng.choice(tuple(BINARY_OPS))
             second = rng.randrange(produced)
             inputs = (first, second)
         else:
