@@ -143,11 +143,8 @@ def list_zoos() -> list[str]:
 
 def _unknown(name: str) -> UnknownNameError:
     families = ", ".join(f"{prefix}:<name>" for prefix in sorted(_families))
-    return UnknownNameError(
-        "model", name, list_models(),
-        f" (also {families}, <name>{UNFUSED_SUFFIX}, <name>{INT8_SUFFIX}, package.module:factory, file.py:factory,"
-        " a .pt2 file)",
-    )
+    return UnknownNameError("model", name, list_models(), f" (also {families}, <name>{UNFUSED_SUFFIX}, "
+                            f"<name>{INT8_SUFFIX}, package.module:factory, file.py:factory, a .pt2 file)")
 
 
 def _zoo_digest() -> str:

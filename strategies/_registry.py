@@ -39,17 +39,14 @@ def _is_layout_pass(cls) -> bool:
 
     if not isinstance(cls, type):
         return False
-    return issubclass(cls, TagMemoryMetaPass) or (
-        issubclass(cls, ExportPass) and all(hasattr(cls, name) for name in ("call", "set_op_node_tensor_reprs"))
-    )
+    return issubclass(cls, TagMemoryMetaPass) or (issubclass(cls, ExportPass) and all(
+        hasattr(cls, name) for name in ("call", "set_op_node_tensor_reprs")))
 
 
 def _check_strategy_class(name: str, cls) -> type:
     if not _is_layout_pass(cls):
-        raise UnknownNameError(
-            "strategy", name, list_strategies(),
-            f" ('{name}' is {cls!r}, not a TagMemoryMetaPass or a layout pass with its interface)",
-        )
+        raise UnknownNameError("strategy", name, list_strategies(),
+                               f" ('{name}' is {cls!r}, not a TagMemoryMetaPass or a layout pass with its interface)")
     return cls
 
 

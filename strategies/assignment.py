@@ -100,13 +100,10 @@ class Assignment:
 
         transition_cache: dict = {}
         for use, representation in zip(self.problem.uses, self.uses):
-            set_arg_node_repr_or_transition(
-                graph_module, nodes[use.op], use.arg_index, vk_utils.TensorRepr(*representation), True, transition_cache
-            )
+            set_arg_node_repr_or_transition(graph_module, nodes[use.op], use.arg_index,
+                                            vk_utils.TensorRepr(*representation), True, transition_cache)
         graph_module.recompile()
         if len(transition_cache) != len(self.transitions):
-            raise InvalidAssignmentError(
-                f"{type(layout_pass).__name__}: the assignment needs {len(self.transitions)} transitions but the "
-                f"pass inserted {len(transition_cache)}"
-            )
+            raise InvalidAssignmentError(f"{type(layout_pass).__name__}: the assignment needs {len(self.transitions)} "
+                                         f"transitions but the pass inserted {len(transition_cache)}")
         return len(self.transitions)

@@ -207,10 +207,8 @@ class BfsRefined(TagMemoryMetaPass):
         start = time.perf_counter()
         passed = Assignment.read(extract(self, graph_module, inserted), graph_module)
         if len(passed.transitions) != len(inserted):
-            raise InvalidAssignmentError(
-                f"bfs-refined read {len(passed.transitions)} transitions off the pass's result, which inserted "
-                f"{len(inserted)}"
-            )
+            raise InvalidAssignmentError(f"bfs-refined read {len(passed.transitions)} transitions off the pass's "
+                                         f"result, which inserted {len(inserted)}")
         refined = self.refine(passed)
         self.refine_seconds = time.perf_counter() - start
         self.transitions = len(refined.transitions)
@@ -231,8 +229,6 @@ class BfsRefined(TagMemoryMetaPass):
 
     @classmethod
     def summarize(cls, passes) -> dict:
-        return {
-            "bfs_transitions": sum(p.bfs_transitions for p in passes),
-            "refine_seconds": sum(p.refine_seconds for p in passes),
-        }
+        return {"bfs_transitions": sum(p.bfs_transitions for p in passes),
+                "refine_seconds": sum(p.refine_seconds for p in passes)}
 

@@ -80,15 +80,11 @@ def _solve(objective: Objective, time_limit: float, assignment: Assignment | Non
     info = highs.getInfo()
     if info.primal_solution_status != highspy.kSolutionStatusFeasible:
         if status == highspy.HighsModelStatus.kTimeLimit:
-            raise InvalidAssignmentError(
-                f"ILP reached its {time_limit:g} s time limit before any feasible assignment; "
-                "raise time_limit_seconds"
-            )
+            raise InvalidAssignmentError(f"ILP reached its {time_limit:g} s time limit before any feasible "
+                                         "assignment; raise time_limit_seconds")
         conflicting = infeasible_operators(problem) or ["(no single operator; a chain of sync rules)"]
-        raise InvalidAssignmentError(
-            f"ILP found no assignment ({highs.modelStatusToString(status)}); operators whose "
-            f"constraints conflict: {', '.join(conflicting)}"
-        )
+        raise InvalidAssignmentError(f"ILP found no assignment ({highs.modelStatusToString(status)}); operators "
+                                     f"whose constraints conflict: {', '.join(conflicting)}")
     values = highs.getSolution().col_value
 
     def chosen(choices):

@@ -119,10 +119,8 @@ def formulate(objective: Objective) -> Formulation:
     model = _Model()
     tie_break = (INTEGRAL_TIE_BUDGET if objective.integral else TIME_TIE_BUDGET_MS) / (len(problem.tensors) + 1)
 
-    x = {
-        key: {r: model.column(0.0 if r == DEFAULT_REPR else tie_break) for r in tensor.domain}
-        for key, tensor in problem.tensors.items()
-    }
+    x = {key: {r: model.column(0.0 if r == DEFAULT_REPR else tie_break) for r in tensor.domain}
+         for key, tensor in problem.tensors.items()}
     y = [{r: model.column() for r in use.domain} for use in problem.uses]
     for choices in (*x.values(), *y):
         model.row([(c, 1.0) for c in choices.values()], 1.0, 1.0)
