@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from models._registry import ModelSpec, register_seeded_family
+from models.kernels import log_uniform
 
 MIN_CHANNELS, MAX_CHANNELS = 32, 1152  # the catalog's grouped convolutions' widths
 
@@ -52,10 +53,10 @@ def convs_spec(seed: int) -> ModelSpec:
     rng = random.Random(seed)
     channels, groups = _channels_and_groups(rng)
     strided_groups = channels // 2 ** rng.randint(2, min(8, int(math.log2(channels)) - 1))
-    side = round(math.exp(rng.uniform(math.log(7), math.log(112))))
+    side = log_uniform(rng, 7, 112)
     kernel = rng.choice((3, 3, 5))
     dilation = rng.choice((2, 3))
-    dilated_channels = 16 * round(math.exp(rng.uniform(math.log(64), math.log(512))) / 16)
+    dilated_channels = log_uniform(rng, 64, 512, 16)
     torch.manual_seed(seed)
     module = DirectConvolutions(channels, groups, strided_groups, kernel, dilation, dilated_channels).eval()
     example = torch.randn(1, channels, side, side, generator=torch.Generator().manual_seed(seed))

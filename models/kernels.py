@@ -25,7 +25,8 @@ MAX_SCORES = 1 << 26  # elements of the attention's scores (heads x tokens x tok
 MAX_ELEMENTS = 16 << 20  # a feature map's, so that a seed's program also runs on a CPU driver in seconds
 
 
-def _log_uniform(rng: random.Random, low: int, high: int, multiple: int = 1) -> int:
+def log_uniform(rng: random.Random, low: int, high: int, multiple: int = 1) -> int:
+    """A size drawn log-uniformly from ``low`` to ``high``, rounded to a ``multiple``."""
     value = math.exp(rng.uniform(math.log(low), math.log(high)))
     return max(low, int(round(value / multiple)) * multiple)
 
@@ -70,9 +71,9 @@ class KernelStages(nn.Module):
 
 def kernels_spec(seed: int) -> ModelSpec:
     rng = random.Random(seed)
-    channels = _log_uniform(rng, 16, 512, 8)
-    tokens = _log_uniform(rng, 64, MAX_TOKENS)
-    side = min(max(_log_uniform(rng, 8, 256), math.isqrt(tokens)), math.isqrt(MAX_ELEMENTS // channels))
+    channels = log_uniform(rng, 16, 512, 8)
+    tokens = log_uniform(rng, 64, MAX_TOKENS)
+    side = min(max(log_uniform(rng, 8, 256), math.isqrt(tokens)), math.isqrt(MAX_ELEMENTS // channels))
     pool = max(1, math.ceil(side / math.sqrt(tokens)))  # the attention stage's tokens: (side / pool) ** 2
     head_width = rng.choice((16, 32, 64))
     kernel = rng.choice((3, 3, 5))
