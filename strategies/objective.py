@@ -7,7 +7,7 @@ A cost table measures some prices on the model itself and fits the rest, with an
 expects of the fit per operator (:mod:`costmodel.table`); an optimiser that takes fitted
 prices at face value buys savings the fit only imagines. So, relative to a *reference*
 assignment, a node that leaves the reference's pair pays on top of its price the error
-expected of it (``caution`` times the relative error of either price, on the larger of the
+expected of it (:data:`CAUTION` times the relative error of either price, on the larger of the
 two; nothing where both were measured), and a transition its price plus its expected error.
 ilp-time's reference, its *anchor*, is ExecuTorch's own choices or the fewest transitions,
 whichever costs less with the doubt over leaving ExecuTorch's charged; the optimum replaces it
@@ -95,16 +95,15 @@ class PredictedTime(Objective):
     prices_nodes = True
     min_gain = 1e-9  # ms: below any price a table holds, above the rounding of a sum
 
-    def __init__(self, problem: LayoutProblem, table: Pricing, reference: Assignment | None = None,
-                 caution: float = CAUTION):
+    def __init__(self, problem: LayoutProblem, table: Pricing, reference: Assignment | None = None):
         super().__init__(problem)
-        self.table, self.caution, self.spread = table, caution, table.spread
+        self.table, self.spread = table, table.spread
         self.reference = {op: (a, b) for op, a, b in reference.operator_reprs()} if reference is not None else {}
         self.node_prices, self.transition_prices = problem.prices(table)
         self._costs: dict = {}  # per node and per clone asked for: its cost
 
     def relative_to(self, reference: Assignment) -> "PredictedTime":
-        return PredictedTime(self.problem, self.table, reference, self.caution)
+        return PredictedTime(self.problem, self.table, reference)
 
     def node_cost(self, op: str, input_repr, output_repr) -> float:
         key = (op, input_repr, output_repr)
@@ -112,14 +111,14 @@ class PredictedTime(Objective):
             price = self.node_prices[key]
             reference = self.reference.get(op)
             self._costs[key] = price.ms
-            if reference is not None and reference != (input_repr, output_repr) and self.caution:
+            if reference is not None and reference != (input_repr, output_repr):
                 other = self.node_prices[(op, *reference)]
-                self._costs[key] += self.caution * max(price.error, other.error) * max(price.ms, other.ms)
+                self._costs[key] += CAUTION * max(price.error, other.error) * max(price.ms, other.ms)
         return self._costs[key]
 
     def transition_cost(self, source, origin, target) -> float:
         key = (source, origin, target)
         if key not in self._costs:
             price = self.transition_prices[key]
-            self._costs[key] = price.ms * (1 + self.caution * price.error) if self.reference else price.ms
+            self._costs[key] = price.ms * (1 + CAUTION * price.error) if self.reference else price.ms
         return self._costs[key]
