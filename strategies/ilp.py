@@ -120,10 +120,9 @@ def partition_problems(programs) -> list[LayoutProblem]:
 @register_strategy("ilp")
 class IlpLayout(TagMemoryMetaPass):
     """One global assignment minimising the number of transitions, solved with HiGHS over the
-    same OpRepSets the pass builds, then applied with the pass's own machinery (node
-    representations set, clones inserted through ``set_arg_node_repr_or_transition`` and
-    its transition cache). The clones inserted are checked to equal the solution's count.
-    """
+    same OpRepSets the pass builds, then applied with the pass's own machinery
+    (:meth:`Assignment.apply <strategies.assignment.Assignment.apply>`, which checks the clones
+    it inserts against the solution's)."""
 
     objective = TransitionCount  # what it minimises, made per problem
     time_limit_seconds = 60.0
