@@ -139,9 +139,9 @@ class IlpLayout(TagMemoryMetaPass):
     @classmethod
     def summarize(cls, passes) -> dict:
         solutions = [p.solution for p in passes]
-        totals = {name: sum(getattr(s, name) for s in solutions)
-                  for name in ("cost", "bound", "solve_seconds", "variables", "constraints")}
-        return {"optimal": all(s.optimal for s in solutions), "objective": totals.pop("cost"), **totals}
+        return {"optimal": all(s.optimal for s in solutions), "objective": sum(s.cost for s in solutions),
+                **{name: sum(getattr(s, name) for s in solutions)
+                   for name in ("bound", "solve_seconds", "variables", "constraints")}}
 
 
 @register_strategy("ilp-bytes")
