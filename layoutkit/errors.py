@@ -52,6 +52,11 @@ class InvalidAssignmentError(MeasurementError):
 OUT_OF_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # a full disk or quota: the host's, not the command's
 
 
+def last_line(text: str, fallback: str = "no output") -> str:
+    """The last line a tool wrote (``fallback`` where it wrote nothing), for a one-line error."""
+    return (text.strip().splitlines() or [fallback])[-1]
+
+
 def write_error(what: str, error: OSError, option: str) -> LayoutbenchError:
     """One line for ``error`` writing ``what``: a full disk or quota fails the command (exit
     1: what was written before it is kept); a path that cannot be written (read-only, a

@@ -14,7 +14,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from layoutkit.errors import LayoutbenchError
+from layoutkit.errors import LayoutbenchError, last_line
 from layoutkit.files import cache_folder
 
 VENDOR_DIR = "vendor"
@@ -71,8 +71,7 @@ def _tarball(package: str) -> Path:
     done = subprocess.run([npm, "pack", package, "--silent", "--pack-destination", str(cache)],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0 or not tarball.exists():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DashboardError(f"npm pack {package} failed: {last}")
+        raise DashboardError(f"npm pack {package} failed: {last_line(done.stderr)}")
     return tarball
 
 

@@ -12,7 +12,7 @@ import sys
 
 from costmodel.features import FEATURES
 from costmodel.table import CostTable, load
-from layoutkit.errors import UsageError
+from layoutkit.errors import UsageError, last_line
 from layoutkit.files import cache_folder
 
 # Builds the booster read from stdin, as a worker would, and counts its features (argv[1] expected).
@@ -34,7 +34,7 @@ def load_checked(path) -> CostTable:
                            text=True, timeout=300)
     if built.returncode != 0:
         why = (f"LightGBM crashed on it ({signal.Signals(-built.returncode).name})" if built.returncode < 0
-               else (built.stderr.strip().splitlines() or ["LightGBM failed"])[-1])
+               else last_line(built.stderr, "LightGBM failed"))
         raise UsageError(f"cost table {path}: its fitted model does not load: {why}; fit it again with "
                          "`layoutbench calibrate --fit NODES --table FILE`")
     checked.touch()

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from layoutkit.errors import last_line
 from layoutkit.files import cache_folder
 
 TRIXIE_SOURCE = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main"
@@ -54,8 +55,7 @@ def fetch(packages: tuple[str, ...], purpose: str, error: type[Exception]) -> No
     for command in ([apt_get, *options, "update"], [apt_get, *options, "download", *wanted]):
         done = subprocess.run(command, cwd=debs, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise error(f"could not fetch Debian trixie's packages for {purpose}: {last}")
+            raise error(f"could not fetch Debian trixie's packages for {purpose}: {last_line(done.stderr)}")
     for deb in sorted(debs.glob("*.deb")):
         subprocess.run([dpkg_deb, "-x", str(deb), str(root())], check=True, timeout=300)
 

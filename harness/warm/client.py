@@ -23,7 +23,7 @@ import psutil
 
 from harness.results.provenance import REPO_ROOT
 from harness.warm import encode, ignored_signals, private_folder_problem, process_context
-from layoutkit.errors import UsageError
+from layoutkit.errors import UsageError, last_line
 from layoutkit.files import CacheSettings, cache_folder, cache_root, install, refuse_if_others_can_write
 
 # The command's child leads a process group of its own (its workers are in it), outside the
@@ -126,8 +126,8 @@ def start(environment: dict, idle_minutes: float) -> dict:
         if answer is not None:
             return answer
         if process.poll() is not None:
-            lines = log.read_text(errors="replace").strip().splitlines() or ["(nothing)"]
-            raise RuntimeError(f"the warm server ended while starting; its log ({log}) ends: {lines[-1]}")
+            ends = last_line(log.read_text(errors="replace"), "(nothing)")
+            raise RuntimeError(f"the warm server ended while starting; its log ({log}) ends: {ends}")
         time.sleep(0.2)
     process.terminate()
     raise RuntimeError(f"the warm server did not listen within {START_TIMEOUT} s (log: {log})")

@@ -16,8 +16,9 @@ import numpy as np
 
 from harness.targets.arm import tosa
 from harness.targets.arm.tosa import ArmToolError
-from harness.targets.arm.vgf_host import last_line, tools
+from harness.targets.arm.vgf_host import tools
 from harness.targets.edge_programs import delegate_payloads
+from layoutkit.errors import last_line
 
 
 def lower_vgf(exported, model_converter: Path):

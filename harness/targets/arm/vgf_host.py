@@ -25,6 +25,7 @@ from harness.errors import TargetUnavailableError
 from harness.targets import debian_trixie
 from harness.targets.base import HostSettings
 from harness.targets.debian_trixie import SYSTEM_LIBRARIES
+from layoutkit.errors import last_line
 from layoutkit.files import CacheSettings, install
 
 MIN_GLIBC = (2, 38)
@@ -98,11 +99,6 @@ def _write_wrapper(name: str, private: bool) -> Path:
 def icd(named: str | None) -> Path:
     """The Vulkan driver's ICD file: the one the user ``named``, else lavapipe's."""
     return Path(named or LAVAPIPE_ICD)
-
-
-def last_line(text: str) -> str:
-    """The last line a tool wrote, for a one-line error."""
-    return (text.strip().splitlines() or ["no output"])[-1]
 
 
 def prepare(driver: Path) -> VgfTools:

@@ -29,6 +29,7 @@ from harness.targets.base import RunSettings
 from harness.targets.vulkan.local.remote_import import import_remote, program_name
 from harness.targets.vulkan.local.runners import built_runners
 from harness.targets.vulkan.remote import packing
+from layoutkit.errors import last_line
 
 DEVICE_DIR = "/data/local/tmp/layoutbench"  # the scratch directory: adb shell may write /data/local/tmp
 # A phone's shell has no vulkaninfo, and adb shell cannot add one to its PATH: one pushed to /data/local/tmp
@@ -65,7 +66,7 @@ def connect(device: str, executable: str | None) -> Adb:
                          "tools (Debian: apt-get install adb) or name it with --adb PATH")
     listed = subprocess.run([found, "devices"], capture_output=True, text=True)
     if listed.returncode:
-        raise UsageError(f"{found} devices failed: {(listed.stderr.strip().splitlines() or ['no message'])[-1]}")
+        raise UsageError(f"{found} devices failed: {last_line(listed.stderr, 'no message')}")
     states = dict(line.split("\t")[:2] for line in listed.stdout.splitlines() if "\t" in line)  # SERIAL<tab>STATE
     serial = device.removeprefix("adb").removeprefix(":") or None
     if serial is None and len(states) != 1:
@@ -156,7 +157,7 @@ def _run_and_import(adb: Adb, results: Path, records: list[dict], runner: Path, 
         started = time.monotonic()
         pushed = adb("push", "--sync", *map(str, sorted(bundle.iterdir())), DEVICE_DIR, doing="pushing the bundle")
         say(f"bundle pushed to {adb.serial}:{DEVICE_DIR} in {time.monotonic() - started:.1f} s "
-            f"({(pushed.strip().splitlines() or [''])[-1]})")
+            f"({last_line(pushed, '')})")
     for index, record in enumerate(todo, 1):
         name = program_name(record)
         device_out = f"{DEVICE_DIR}/results/{index}"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 from harness.targets.vulkan.local.runners import runtime_dir
+from layoutkit.errors import last_line
 
 PREFIX = "layoutbench runtime build"
 EXECUTORCH_GIT_URL = "https://github.com/pytorch/executorch.git"
@@ -76,7 +77,7 @@ def _git(source: Path, *arguments: str) -> subprocess.CompletedProcess:
 def _git_fetch(*arguments: str) -> str | None:
     """Run git to fetch over the network: None where it worked, else the last line it said."""
     done = subprocess.run([*GIT_WITHOUT_PROMPTS, *arguments], capture_output=True, text=True, timeout=3600)
-    return (done.stderr.strip().splitlines() or ["no output"])[-1] if done.returncode else None
+    return last_line(done.stderr) if done.returncode else None
 
 
 def _files_digest(source: Path) -> str:
