@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.inspection.profile import by_representation, kept_dispatches, operator_kinds
-from harness.results.store import RecordStore, latest
+from harness.results.store import RecordStore
 from harness.targets.vulkan.local.dispatches import STAGING
 
 KEY = ["device", "operator", "inputs", "output"]
@@ -24,7 +24,7 @@ KEY = ["device", "operator", "inputs", "output"]
 def run_dispatches(results_dir: Path) -> pd.DataFrame:
     """Every dispatch of every ok vulkan-run record with an ETDump, with its model, strategy and device."""
     frames = []
-    for record in latest(RecordStore(results_dir).read()):
+    for record in RecordStore(results_dir).latest():
         ok = record["target"] == "vulkan-run" and record["status"] == "ok"
         frame = kept_dispatches(results_dir, record["model"], record["strategy"]) if ok else None
         if frame is not None:

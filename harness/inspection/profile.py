@@ -18,7 +18,7 @@ import pandas as pd
 
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
-from harness.results.store import RecordStore, latest
+from harness.results.store import RecordStore
 from harness.results.prediction_trust import predicted_line
 from harness.results.table import format_number, tables_json
 from harness.targets.vulkan.local.dispatches import STAGING, gpu_summary, program_dispatches
@@ -150,7 +150,7 @@ def kept_dispatches(results, model: str, strategy: str) -> pd.DataFrame | None:
 def recorded_runs(results: str, model: str, names: list[str]) -> list[dict]:
     """The latest vulkan-run record of each strategy in a results directory (another
     machine's runs, as import-remote wrote them), nothing run."""
-    found = {r["strategy"]: r for r in latest(RecordStore(results).read())
+    found = {r["strategy"]: r for r in RecordStore(results).latest()
              if r["model"] == model and r["target"] == "vulkan-run" and r["strategy"] in names}
     missing = [name for name in names if name not in found]
     if missing:

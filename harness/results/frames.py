@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.results.schema import metric_columns
-from harness.results.store import RecordStore, latest
+from harness.results.store import RecordStore
 from layoutkit.reference_strategies import OPTIMUM_STRATEGY
 
 NO_STRATEGY = "-"  # how tables show the null strategy of targets without a layout pass (Arm)
@@ -25,7 +25,7 @@ def frame(records: list[dict]) -> pd.DataFrame:
 
 def load(directory: str | Path) -> pd.DataFrame:
     """The latest record of each (model, strategy, target) in a results directory."""
-    return frame(latest(RecordStore(directory).read()))
+    return frame(RecordStore(directory).latest())
 
 
 def with_derived(table: pd.DataFrame) -> pd.DataFrame:

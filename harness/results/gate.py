@@ -20,7 +20,7 @@ import pandas as pd
 from harness.results.schema import IDENTITY_KEYS, METRICS, Metric, default_thresholds, no_value
 from harness.results.frames import frame
 from harness.results.prediction_trust import difference_note, listed, trust_notes
-from harness.results.store import MalformedRecordError, RecordStore, latest
+from harness.results.store import MalformedRecordError, RecordStore
 from harness.results.table import format_number
 from layoutkit.errors import UsageError
 
@@ -84,7 +84,7 @@ def _records(directory: str | Path, role: str) -> pd.DataFrame:
     store = RecordStore(directory)
     if not store.path.exists():
         raise GateError(f"{role} directory {directory} has no {store.path.name}; write it with layoutbench run --out")
-    records = latest(store.read())
+    records = store.latest()
     if not records:
         raise GateError(f"{role} results {store.path} hold no records")
     valueless = [{m for m in METRICS if m in record and no_value(record[m])} for record in records]

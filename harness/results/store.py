@@ -113,6 +113,10 @@ class RecordStore:
             raise MalformedRecordError("\n".join(malformed))
         return records
 
+    def latest(self) -> list[dict]:
+        """The last record written for each (model, strategy, target)."""
+        return list({key(r): r for r in self.read()}.values())
+
     @contextlib.contextmanager
     def writing(self, wait: bool = True):
         """Held while this process writes the directory (created where missing). Another
@@ -174,8 +178,3 @@ class RecordStore:
         except OSError as error:
             raise write_error(f"a record to {self.path}", error, "--out") from None
         return json.loads(line)
-
-
-def latest(records: list[dict]) -> list[dict]:
-    """The last record written for each (model, strategy, target)."""
-    return list({key(r): r for r in records}.values())

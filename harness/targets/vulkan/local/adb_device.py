@@ -24,7 +24,7 @@ from pathlib import Path
 from harness.errors import MeasurementError, UsageError
 from harness.results.provenance import file_digest
 from harness.results.results_dir import ResultsDir
-from harness.results.store import RecordStore, latest
+from harness.results.store import RecordStore
 from harness.targets.base import RunSettings
 from harness.targets.vulkan.local.remote_import import import_remote, program_name
 from harness.targets.vulkan.local.runners import built_runners
@@ -103,7 +103,7 @@ def _program_key(record: dict) -> tuple:
 def _done(out: Path, runner_digest: str, settings: RunSettings) -> set[tuple]:
     """The programs (:func:`_program_key`) ``out`` holds an ok record of, run by this runner so."""
     ran = {"warmup": settings.warmup, "iterations": settings.iterations, "processes": settings.processes}
-    return {_program_key(r) for r in latest(RecordStore(out).read())
+    return {_program_key(r) for r in RecordStore(out).latest()
             if r["status"] == "ok" and r["environment"]["runtime"] == f"executor_runner:{runner_digest}"
             and {k: r["environment"]["run_settings"][k] for k in ran} == ran}
 
@@ -137,7 +137,7 @@ def run_on_device(adb: Adb, results: Path, records: list[dict], runner: Path, se
     with RecordStore(out).writing(wait):
         _run_and_import(adb, results, records, runner, settings, out, say, fresh)
     wanted = {(r["model"], r["strategy"]) for r in records}
-    return [r for r in latest(RecordStore(out).read()) if (r["model"], r["strategy"]) in wanted]
+    return [r for r in RecordStore(out).latest() if (r["model"], r["strategy"]) in wanted]
 
 
 def _run_and_import(adb: Adb, results: Path, records: list[dict], runner: Path, settings: RunSettings,

@@ -18,7 +18,7 @@ from costmodel.measurements import (
 )
 from harness.errors import UsageError
 from harness.results.results_dir import ResultsDir
-from harness.results.store import RecordStore, latest
+from harness.results.store import RecordStore
 from harness.targets.vulkan.local.dispatches import STAGING, read_dispatches, read_node_map
 
 
@@ -50,7 +50,7 @@ def measured(results_dirs: list[Path]) -> Measurements:
     of one device, and its nodes, as described in the module."""
     frames, programs, devices, limits = [], [], set(), []
     for run, directory in enumerate(results_dirs):
-        for record in latest(RecordStore(directory).read()):
+        for record in RecordStore(directory).latest():
             if record["target"] != "vulkan-run" or record["status"] != "ok":
                 continue
             pte = ResultsDir(directory).program(record["model"], record["strategy"])

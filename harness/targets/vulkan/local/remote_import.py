@@ -26,7 +26,7 @@ from harness.errors import UsageError
 from harness.results.provenance import identity_fields
 from harness.results.results_dir import ResultsDir
 from harness.results.schema import METRICS
-from harness.results.store import RecordStore, latest
+from harness.results.store import RecordStore
 from harness.targets.accuracy import OutputMismatch, max_abs_error, raw_outputs, tolerance, wrong_answer
 from harness.targets.vulkan.local.dispatches import GPU_FIELDS, attributed_gpu_fields, prediction_error, read_node_map
 from harness.targets.vulkan.local.latency import LATENCY_FIELDS, latency_fields
@@ -226,7 +226,7 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
         raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
     with returned(archive, out) as came_back:
         summary = _with_device(came_back.summary, archive, device, limits)
-        local = [r for r in latest(RecordStore(results).read())
+        local = [r for r in RecordStore(results).latest()
                  if r["target"] == "vulkan-run" and r["status"] == "ok" and program_name(r) in summary["programs"]]
         if not local:
             raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")
