@@ -24,9 +24,8 @@ KEY = ["device", "operator", "inputs", "output"]
 def run_dispatches(results_dir: Path) -> pd.DataFrame:
     """Every dispatch of every ok vulkan-run record with an ETDump, with its model, strategy and device."""
     frames = []
-    for record in RecordStore(results_dir).latest():
-        ok = record["target"] == "vulkan-run" and record["status"] == "ok"
-        frame = kept_dispatches(results_dir, record["model"], record["strategy"]) if ok else None
+    for record in RecordStore(results_dir).latest(target="vulkan-run", status="ok"):
+        frame = kept_dispatches(results_dir, record["model"], record["strategy"])
         if frame is not None:
             device = (record.get("environment") or {}).get("vulkan_device") or "unknown"
             frames.append(frame.assign(model=record["model"], strategy=record["strategy"], device=device))

@@ -150,8 +150,8 @@ def kept_dispatches(results, model: str, strategy: str) -> pd.DataFrame | None:
 def recorded_runs(results: str, model: str, names: list[str]) -> list[dict]:
     """The latest vulkan-run record of each strategy in a results directory (another
     machine's runs, as import-remote wrote them), nothing run."""
-    found = {r["strategy"]: r for r in RecordStore(results).latest()
-             if r["model"] == model and r["target"] == "vulkan-run" and r["strategy"] in names}
+    found = {r["strategy"]: r for r in RecordStore(results).latest(model=model, target="vulkan-run")
+             if r["strategy"] in names}
     missing = [name for name in names if name not in found]
     if missing:
         raise UsageError(f"{results} has no vulkan-run record of {model} / {', '.join(missing)}; drop --recorded "

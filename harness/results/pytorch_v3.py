@@ -47,7 +47,7 @@ def write_v3(results: str | Path, out: str | Path) -> int:
     out = Path(out)
     if out.suffix != ".json":
         raise UsageError(f"--v3 {out}: name a .json file (the upload action reads only those)")
-    records = [record for record in RecordStore(results).latest() if record["status"] == "ok"]
+    records = RecordStore(results).latest(status="ok")
     exported = [v3 for record in records for v3 in v3_records(record)]
     if not exported:
         raise UsageError(f"no ok record in '{results}' holds any of {', '.join(V3_METRICS)}; run layoutbench run "

@@ -113,9 +113,11 @@ class RecordStore:
             raise MalformedRecordError("\n".join(malformed))
         return records
 
-    def latest(self) -> list[dict]:
-        """The last record written for each (model, strategy, target)."""
-        return list({key(r): r for r in self.read()}.values())
+    def latest(self, **wanted: str) -> list[dict]:
+        """The last record written for each (model, strategy, target); with ``wanted`` fields
+        (``target="vulkan-run", status="ok"``), only those of these values."""
+        last = {key(r): r for r in self.read()}.values()
+        return [r for r in last if all(r[field] == value for field, value in wanted.items())]
 
     @contextlib.contextmanager
     def writing(self, wait: bool = True):

@@ -103,8 +103,8 @@ def _program_key(record: dict) -> tuple:
 def _done(out: Path, runner_digest: str, settings: RunSettings) -> set[tuple]:
     """The programs (:func:`_program_key`) ``out`` holds an ok record of, run by this runner so."""
     ran = {"warmup": settings.warmup, "iterations": settings.iterations, "processes": settings.processes}
-    return {_program_key(r) for r in RecordStore(out).latest()
-            if r["status"] == "ok" and r["environment"]["runtime"] == f"executor_runner:{runner_digest}"
+    return {_program_key(r) for r in RecordStore(out).latest(status="ok")
+            if r["environment"]["runtime"] == f"executor_runner:{runner_digest}"
             and {k: r["environment"]["run_settings"][k] for k in ran} == ran}
 
 

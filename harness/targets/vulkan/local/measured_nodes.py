@@ -50,9 +50,7 @@ def measured(results_dirs: list[Path]) -> Measurements:
     of one device, and its nodes, as described in the module."""
     frames, programs, devices, limits = [], [], set(), []
     for run, directory in enumerate(results_dirs):
-        for record in RecordStore(directory).latest():
-            if record["target"] != "vulkan-run" or record["status"] != "ok":
-                continue
+        for record in RecordStore(directory).latest(target="vulkan-run", status="ok"):
             pte = ResultsDir(directory).program(record["model"], record["strategy"])
             if not (ResultsDir.beside(pte, "node_map").exists() and ResultsDir.etdumps(pte)):
                 continue

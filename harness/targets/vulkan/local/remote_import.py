@@ -226,8 +226,8 @@ def import_remote(results: Path, archive: Path, out: Path, copy_programs: bool =
         raise UsageError("--out must be another directory than RESULTS: both machines' records are kept")
     with returned(archive, out) as came_back:
         summary = _with_device(came_back.summary, archive, device, limits)
-        local = [r for r in RecordStore(results).latest()
-                 if r["target"] == "vulkan-run" and r["status"] == "ok" and program_name(r) in summary["programs"]]
+        local = [r for r in RecordStore(results).latest(target="vulkan-run", status="ok")
+                 if program_name(r) in summary["programs"]]
         if not local:
             raise UsageError(f"{archive} has no run of an ok vulkan-run record of {results}: was it made from it?")
         with _staged(out) as staging:
