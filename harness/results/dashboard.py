@@ -102,7 +102,7 @@ def vendor(html_dir: str | Path) -> int:
         text = page.read_text()
         for tag, address in sorted({(m.group(1), m.group(2)) for m in _REMOTE_ASSET.finditer(text)}):
             if address not in CDN_FILES:
-                raise DashboardError(f"{page.name} loads {address}, which harness/dashboard.py does not know; "
+                raise DashboardError(f"{page.name} loads {address}, which harness/results/dashboard.py does not know; "
                                      "add it to CDN_FILES")
             local = _extract(CDN_FILES[address], html_dir).as_posix()
             text, count = re.subn(rf'<{tag}\b[^>]*?"{re.escape(address)}"[^>]*>',
