@@ -25,6 +25,11 @@ from strategies.representations import (QUANTIZED_DTYPES, element_bytes, first_r
                                          tensor_bytes)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as records name it: ``float32`` for ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
 @dataclass(frozen=True)
 class Transition:
     """One clone the layout pass inserted."""
@@ -42,7 +47,7 @@ class Transition:
     @property
     def quantized(self) -> bool:
         """A transition of an int8 tensor, not a float clone."""
-        return self.dtype in {str(d).removeprefix("torch.") for d in QUANTIZED_DTYPES}
+        return self.dtype in {dtype_name(d) for d in QUANTIZED_DTYPES}
 
 
 def precision(lowering: VulkanLowering) -> str:
@@ -60,7 +65,7 @@ def precision(lowering: VulkanLowering) -> str:
         return "int8"
     inputs = [node.meta["val"] for node in programs[0].graph.nodes
               if node.op == "placeholder" and node.name in programs[0].graph_signature.user_inputs]
-    return next((str(v.dtype).removeprefix("torch.") for v in inputs
+    return next((dtype_name(v.dtype) for v in inputs
                  if isinstance(v, torch.Tensor) and v.is_floating_point()), "float32")
 
 
@@ -88,7 +93,7 @@ def partition_transitions(index: int, partition: LoweredPartition) -> list[Trans
                               after.storage_type, after.memory_layout)
         found.append(Transition(index, node.name, source.name, tuple(u.name for u in node.users),
                                 repr_name(first_repr(source)), repr_name(after), tuple(val.shape),
-                                str(val.dtype).removeprefix("torch."), nbytes))
+                                dtype_name(val.dtype), nbytes))
     return found
 
 
