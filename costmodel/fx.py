@@ -10,6 +10,11 @@ import torch
 from costmodel.signatures import ACTIVATION, CONSTANT, op_name
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as records and signatures name it: ``float32`` for ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
 def node_values(node: torch.fx.Node) -> list:
     """The fake tensors a node produces: one, or one per output of a multi-output op."""
     val = node.meta["val"]
@@ -38,7 +43,7 @@ def signature(node: torch.fx.Node) -> dict:
         "args": [_argument(arg) for arg in node.args],
         "kwargs": {name: _argument(value) for name, value in sorted(node.kwargs.items())},
         "outputs": [list(v.shape) for v in outputs],
-        "dtype": str(outputs[0].dtype).removeprefix("torch.") if outputs else None,
+        "dtype": dtype_name(outputs[0].dtype) if outputs else None,
     }
 
 

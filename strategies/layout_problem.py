@@ -16,7 +16,7 @@ from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkStora
 
 from costmodel.features import GraphLoad
 from costmodel.pricing import Pricing
-from costmodel.fx import graph_digest, node_values, signature
+from costmodel.fx import dtype_name, graph_digest, node_values, signature
 from costmodel.queries import Query, pair_name, transition_signature
 from costmodel.signatures import op_name
 from strategies.representations import DEFAULT_REPR, Repr, element_bytes, packed_dim_info, reprs_of
@@ -126,7 +126,7 @@ class LayoutProblem:
 
 def _tensor(key: TensorKey, node: torch.fx.Node, domain: list[Repr], value: torch.Tensor, force_fp16: bool) -> Tensor:
     return Tensor(key, node.name, domain, tuple(value.shape), element_bytes(value.dtype, force_fp16),
-                  str(value.dtype).removeprefix("torch."))
+                  dtype_name(value.dtype))
 
 
 def _tensor_key(node: torch.fx.Node) -> TensorKey:

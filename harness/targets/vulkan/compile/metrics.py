@@ -17,17 +17,13 @@ from costmodel.device_limits import DeviceLimits
 from costmodel.prediction import Prediction
 from costmodel.queries import pair_name
 from costmodel.fx import node_values
+from costmodel.fx import dtype_name
 from costmodel.table import CostTable
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.assignment import Assignment
 from strategies.layout_problem import extract
 from strategies.representations import (QUANTIZED_DTYPES, element_bytes, first_repr, image_extents, repr_name,
                                          tensor_bytes)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """A dtype as records name it: ``float32`` for ``torch.float32``."""
-    return str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)
