@@ -147,9 +147,11 @@ def leave_one_model_out(measurements: Measurements, models: list[str] | None = N
     models = models or sorted(measurements.programs["model"].unique())
     kept, key = kept or {}, key or fit_key(measurements)
     missing = [model for model in models if model not in kept]
-    futures = {executor.submit(held_out, measurements, model, key): model for model in missing} if executor else {}
-    made = (((futures[future], future.result()) for future in as_completed(futures)) if executor
-            else ((model, held_out(measurements, model, key)) for model in missing))
+    if executor:
+        futures = {executor.submit(held_out, measurements, model, key): model for model in missing}
+        made = ((futures[future], future.result()) for future in as_completed(futures))
+    else:
+        futures, made = {}, ((model, held_out(measurements, model, key)) for model in missing)
     results = {model: _predicted_by(table, measurements, model) for model, table in kept.items()}
     tables = dict(kept)
     try:
