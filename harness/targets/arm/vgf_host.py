@@ -32,7 +32,7 @@ MIN_GLIBC = (2, 38)
 MIN_VULKAN_LOADER = (1, 4)
 LAVAPIPE_ICD = Path("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
 EMULATION_LAYERS = "VK_LAYER_ML_Graph_Emulation:VK_LAYER_ML_Tensor_Emulation"
-# (python package the wheel installs, binary inside it), in VgfTools' order
+# (python package the wheel installs, binary inside it)
 BINARIES = {
     "model-converter": ("model_converter", "binaries/bin/model-converter"),
     "scenario-runner": ("scenario_runner", "binaries/bin/scenario-runner"),
@@ -132,7 +132,8 @@ def tools(driver: Path) -> VgfTools:
     layers = _package_dir(EMULATION_PACKAGE) / "deploy" / "share" / "vulkan" / "explicit_layer.d"
     environment = {"VK_INSTANCE_LAYERS": EMULATION_LAYERS, "VK_ADD_LAYER_PATH": str(layers),
                    "VK_DRIVER_FILES": str(driver), "VK_ICD_FILENAMES": str(driver)}
-    return VgfTools(*(_write_wrapper(name, private) for name in BINARIES), environment)
+    wrappers = {name: _write_wrapper(name, private) for name in BINARIES}
+    return VgfTools(wrappers["model-converter"], wrappers["scenario-runner"], wrappers["vgf_dump"], environment)
 
 
 def main() -> int:
