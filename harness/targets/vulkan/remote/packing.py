@@ -86,9 +86,11 @@ class _Writer:
         """The tar closed; what was written removed where it was not ``finished``."""
         if self.tar is not None:
             self.tar.close()
-        if not finished and self.tar is None:
+        if finished:
+            return
+        if self.tar is None:
             shutil.rmtree(self.out)
-        elif not finished:
+        else:
             self.out.unlink()
 
 
@@ -142,7 +144,8 @@ def _write(results: Path, out: Path, add_program, add_rest=lambda writer: None, 
 
 def pack(results: Path, out: Path, weights: bool = False) -> int:
     """The tar ``out`` (compressed as its suffix says) of every program under ``results/programs``
-    for ``remote_runner.py``; the number of programs."""
+    for ``remote_runner.py``; the number of programs. With ``weights``, each as it is (no
+    manifest): its outputs there are then held to eager's."""
     if Path(out).suffix not in TAR_MODES:
         raise UsageError(f"{out}: name a .tar, .tar.gz or .tar.xz (add --bundle for a directory)")
 
@@ -156,7 +159,8 @@ def pack(results: Path, out: Path, weights: bool = False) -> int:
 
 def pack_bundle(results: Path, out: Path, runner: Path | None = None, weights: bool = False) -> int:
     """The bundle of every program under ``results/programs`` for ``remote_runner.sh``: a directory
-    ``out``, or a tar where its suffix names one; the number of programs."""
+    ``out``, or a tar where its suffix names one; the number of programs. With ``weights``, each
+    program's cut is the whole program (its .splices one line, nothing to fill)."""
     results, listing, types = Path(results), [], set()
 
     def add_program(writer: _Writer, name: str, program: bytes, manifest: list[dict]) -> None:
