@@ -60,7 +60,7 @@ class Objective:
 
     def cheapest(self, candidates: list) -> Assignment | None:
         """The first of ``candidates`` (assignments, None where there is none) that costs least."""
-        return min(filter(None, candidates), key=self.cost, default=None)
+        return min((c for c in candidates if c is not None), key=self.cost, default=None)
 
     def saves_beyond_spread(self, anchor_cost: float, cost: float) -> bool:
         """Whether ``cost`` is below ``anchor_cost`` by more than :attr:`spread` (relative to the
