@@ -170,9 +170,9 @@ def profile_runs(results_dir: Path, model: str, names: list[str], records: list[
             raise UsageError(f"{model} / {strategy} on vulkan-run is {record['status']}: {record['reason']}")
         frames[strategy] = kept_dispatches(results_dir, model, strategy)
         if frames[strategy] is None:
-            raise UsageError(f"{ResultsDir.beside(ResultsDir(results_dir).program(model, strategy), 'etdump')} is "
-                             "missing (the runtime wrote no ETDump, or it was deleted): build executor_runner with "
-                             "-DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run with --fresh")
+            etdump = ResultsDir.beside(ResultsDir(results_dir).program(model, strategy), "etdump")
+            raise UsageError(f"{etdump} is missing (the runtime wrote no ETDump, or it was deleted): build "
+                             "executor_runner with -DEXECUTORCH_ENABLE_EVENT_TRACER=ON, or re-run with --fresh")
         summaries[strategy] = summary(frames[strategy], record)
     first = frames[names[0]]
     result = {"model": model, "strategy": names[0], "summary": summaries[names[0]],

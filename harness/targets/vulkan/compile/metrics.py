@@ -16,8 +16,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from costmodel.device_limits import DeviceLimits
 from costmodel.prediction import Prediction
 from costmodel.queries import pair_name
-from costmodel.fx import node_values
-from costmodel.fx import dtype_name
+from costmodel.fx import dtype_name, node_values
 from costmodel.table import CostTable
 from harness.targets.vulkan.compile.lowering import LoweredPartition, LoweredProgram, VulkanLowering
 from strategies.assignment import Assignment
